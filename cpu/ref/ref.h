@@ -1,0 +1,44 @@
+/* The ref backend: the executable specification. Plain loops, no tricks. */
+#ifndef MXFA_REF_H
+#define MXFA_REF_H
+
+#include "internal.h"
+
+/* What a preset decides for one block. */
+typedef struct mxfa_block_rule {
+    uint8_t scale;  /* E8M0 byte */
+    int poisoned;   /* every element becomes NaN (scale 0xFF) */
+    fp8_rounding rounding;
+} mxfa_block_rule;
+
+mxfa_block_rule mxfa_ref_block_rule(const fp8_format *fmt, mxfa_preset preset, const uint32_t *x, int n);
+uint8_t mxfa_ref_encode_element(const fp8_format *fmt, const mxfa_block_rule *rule, uint32_t x);
+
+/* fp32 bits of element (r, c) of an f32 or bf16 view (bf16 widened exactly). */
+static inline uint32_t ref_load_f32(const mxfa_view *v, int64_t r, int64_t c)
+{
+    const void *p = view_at(v, r, c);
+    if (v->dtype == MXFA_BF16) {
+        uint16_t h;
+        memcpy(&h, p, sizeof h);
+        return bf16_to_f32_bits(h);
+    }
+    uint32_t b;
+    memcpy(&b, p, sizeof b);
+    return b;
+}
+
+mxfa_status mxfa_ref_quantize(mxfa_ctx *ctx, const mxfa_view *x, const mxfa_segment *segs, int nsegs,
+                              mxfa_preset preset, mxfa_block block, const mxfa_view *data,
+                              const mxfa_view *scales);
+mxfa_status mxfa_ref_dequantize(mxfa_ctx *ctx, const mxfa_view *data, const mxfa_view *scales,
+                                mxfa_block block, const mxfa_view *out);
+mxfa_status mxfa_ref_copy(mxfa_ctx *ctx, const mxfa_view *src, const mxfa_view *dst);
+mxfa_status mxfa_ref_expand(mxfa_ctx *ctx, const mxfa_view *src, int64_t rdiv, int64_t cdiv,
+                            const mxfa_view *dst);
+mxfa_status mxfa_ref_swizzle(mxfa_ctx *ctx, const mxfa_view *index, int axis, const mxfa_segment *segs,
+                             int nsegs, uint8_t *swizzled, int64_t sw_rows, int64_t sw_cols);
+mxfa_status mxfa_ref_unswizzle(mxfa_ctx *ctx, const uint8_t *swizzled, int64_t sw_rows, int64_t sw_cols,
+                               int axis, const mxfa_segment *segs, int nsegs, const mxfa_view *index);
+
+#endif

@@ -1,0 +1,175 @@
+/* Argument checking shared by every entry point: descriptors, sizes,
+ * strides, overlap and jagged offsets. */
+#include "internal.h"
+
+int mxfa_mul_ok(int64_t a, int64_t b, int64_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+
+int mxfa_add_ok(int64_t a, int64_t b, int64_t *out)
+{
+    return !__builtin_add_overflow(a, b, out);
+}
+
+MXFA_API size_t mxfa_dtype_size(mxfa_dtype dtype)
+{
+    switch (dtype) {
+    case MXFA_F32: return 4;
+    case MXFA_BF16: return 2;
+    case MXFA_E4M3: case MXFA_E5M2: case MXFA_E8M0: return 1;
+    case MXFA_F64: return 8;
+    case MXFA_I32: return 4;
+    }
+    return 0;
+}
+
+MXFA_API const char *mxfa_dtype_name(mxfa_dtype dtype)
+{
+    switch (dtype) {
+    case MXFA_F32: return "f32";
+    case MXFA_BF16: return "bf16";
+    case MXFA_E4M3: return "e4m3";
+    case MXFA_E5M2: return "e5m2";
+    case MXFA_E8M0: return "e8m0";
+    case MXFA_F64: return "f64";
+    case MXFA_I32: return "i32";
+    }
+    return "unknown";
+}
+
+MXFA_API mxfa_tensor mxfa_tensor_2d(void *data, mxfa_dtype dtype, int64_t rows, int64_t cols)
+{
+    mxfa_tensor t = {0};
+    t.data = data;
+    t.dtype = dtype;
+    t.memory = MXFA_MEM_HOST;
+    t.ndim = 2;
+    t.shape[0] = rows;
+    t.shape[1] = cols;
+    t.stride[0] = cols;
+    t.stride[1] = 1;
+    return t;
+}
+
+mxfa_status mxfa_check_memory(mxfa_ctx *ctx, const char *what, const mxfa_tensor *t)
+{
+    if (t->memory == MXFA_MEM_HOST)
+        return MXFA_OK;
+    if (t->memory == MXFA_MEM_DEVICE) {
+        if (ctx->backend->takes_device_memory)
+            return MXFA_OK;
+        return mxfa_fail(ctx, MXFA_ERR_UNSUPPORTED,
+                         "%s is in device memory, which the '%s' backend cannot read",
+                         what, ctx->backend->name);
+    }
+    return mxfa_fail(ctx, MXFA_ERR_INVALID, "%s: unknown memory kind %d", what, (int)t->memory);
+}
+
+static int dtype_known(mxfa_dtype d)
+{
+    return (unsigned)d <= MXFA_I32;
+}
+
+mxfa_status mxfa_check_matrix(mxfa_ctx *ctx, const char *what, const mxfa_tensor *t,
+                              unsigned dtypes, int64_t rows, int64_t cols, int is_output,
+                              mxfa_view *v)
+{
+    if (!t)
+        return mxfa_fail(ctx, MXFA_ERR_NULL, "%s: tensor descriptor is NULL", what);
+    if (!t->data)
+        return mxfa_fail(ctx, MXFA_ERR_NULL, "%s: data pointer is NULL", what);
+    if (!dtype_known(t->dtype) || !(dtypes & DT(t->dtype))) {
+        char list[128] = "";
+        size_t n = 0;
+        for (int d = 0; d <= MXFA_I32; d++)
+            if (dtypes & DT(d))
+                n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "",
+                                      mxfa_dtype_name((mxfa_dtype)d));
+        return mxfa_fail(ctx, MXFA_ERR_INVALID, "%s: dtype %s (%d) is not allowed here (allowed: %s)",
+                         what, mxfa_dtype_name(t->dtype), (int)t->dtype, list);
+    }
+    mxfa_status st = mxfa_check_memory(ctx, what, t);
+    if (st != MXFA_OK)
+        return st;
+    if (t->ndim != 2)
+        return mxfa_fail(ctx, MXFA_ERR_SHAPE, "%s: expected a 2-D tensor, got ndim = %d", what, t->ndim);
+    int64_t r = t->shape[0], c = t->shape[1];
+    if (r <= 0 || c <= 0)
+        return mxfa_fail(ctx, MXFA_ERR_SHAPE, "%s: sizes must be positive, got [%lld, %lld]", what,
+                         (long long)r, (long long)c);
+    if ((rows >= 0 && r != rows) || (cols >= 0 && c != cols))
+        return mxfa_fail(ctx, MXFA_ERR_SHAPE, "%s: shape [%lld, %lld] does not match the expected [%lld, %lld]",
+                         what, (long long)r, (long long)c, (long long)rows, (long long)cols);
+    int64_t rs = t->stride[0], cs = t->stride[1];
+    int64_t count, extent_a, extent_b, last;
+    if (!mxfa_mul_ok(r, c, &count))
+        return mxfa_fail(ctx, MXFA_ERR_OVERFLOW, "%s: %lld x %lld elements overflow", what,
+                         (long long)r, (long long)c);
+    if (rs == 0 && cs == 0) {
+        rs = c;
+        cs = 1;
+    }
+    if (rs < 0 || cs < 0 || (r > 1 && rs == 0) || (c > 1 && cs == 0))
+        return mxfa_fail(ctx, MXFA_ERR_INVALID, "%s: strides [%lld, %lld] must be positive", what,
+                         (long long)rs, (long long)cs);
+    /* The largest element offset, then in bytes, must fit in int64. */
+    if (!mxfa_mul_ok(r - 1, rs, &extent_a) || !mxfa_mul_ok(c - 1, cs, &extent_b) ||
+        !mxfa_add_ok(extent_a, extent_b, &last) || !mxfa_add_ok(last, 1, &last) ||
+        !mxfa_mul_ok(last, (int64_t)mxfa_dtype_size(t->dtype), &last) || (uint64_t)last > SIZE_MAX)
+        return mxfa_fail(ctx, MXFA_ERR_OVERFLOW, "%s: shape [%lld, %lld] with strides [%lld, %lld] overflows",
+                         what, (long long)r, (long long)c, (long long)rs, (long long)cs);
+    if (is_output && r > 1 && c > 1) {
+        /* Non-overlapping: the larger stride must step over a whole run of the smaller. */
+        int64_t small = rs < cs ? rs : cs, big = rs < cs ? cs : rs, n_small = rs < cs ? r : c;
+        int64_t span;
+        if (!mxfa_mul_ok(small, n_small, &span) || big < span)
+            return mxfa_fail(ctx, MXFA_ERR_ALIAS, "%s: strides [%lld, %lld] make the output overlap itself",
+                             what, (long long)rs, (long long)cs);
+    }
+    v->base = t->data;
+    v->dtype = t->dtype;
+    v->rows = r;
+    v->cols = c;
+    v->rs = rs;
+    v->cs = cs;
+    return MXFA_OK;
+}
+
+static void view_span(const mxfa_view *v, uintptr_t *lo, uintptr_t *hi)
+{
+    *lo = (uintptr_t)v->base;
+    *hi = *lo + (uintptr_t)(((v->rows - 1) * v->rs + (v->cols - 1) * v->cs + 1) *
+                            (int64_t)mxfa_dtype_size(v->dtype));
+}
+
+mxfa_status mxfa_check_disjoint(mxfa_ctx *ctx, const char *a_what, const mxfa_view *a,
+                                const char *b_what, const mxfa_view *b)
+{
+    uintptr_t alo, ahi, blo, bhi;
+    view_span(a, &alo, &ahi);
+    view_span(b, &blo, &bhi);
+    if (alo < bhi && blo < ahi)
+        return mxfa_fail(ctx, MXFA_ERR_ALIAS, "%s and %s share memory", a_what, b_what);
+    return MXFA_OK;
+}
+
+mxfa_status mxfa_check_cu_seqlens(mxfa_ctx *ctx, const int32_t *cu_seqlens, int batch,
+                                  int64_t total)
+{
+    if (!cu_seqlens)
+        return mxfa_fail(ctx, MXFA_ERR_NULL, "cu_seqlens is NULL");
+    if (batch <= 0)
+        return mxfa_fail(ctx, MXFA_ERR_SHAPE, "batch must be positive, got %d", batch);
+    if (cu_seqlens[0] != 0)
+        return mxfa_fail(ctx, MXFA_ERR_INVALID, "cu_seqlens[0] must be 0, got %d", (int)cu_seqlens[0]);
+    for (int i = 0; i < batch; i++)
+        if (cu_seqlens[i + 1] < cu_seqlens[i])
+            return mxfa_fail(ctx, MXFA_ERR_INVALID,
+                             "cu_seqlens must be non-decreasing: cu_seqlens[%d] = %d < cu_seqlens[%d] = %d",
+                             i + 1, (int)cu_seqlens[i + 1], i, (int)cu_seqlens[i]);
+    if (total >= 0 && cu_seqlens[batch] != total)
+        return mxfa_fail(ctx, MXFA_ERR_SHAPE, "cu_seqlens[%d] = %d does not match the %lld tokens of the tensor",
+                         batch, (int)cu_seqlens[batch], (long long)total);
+    return MXFA_OK;
+}

@@ -1,0 +1,131 @@
+/*
+ * Internals shared by the API layer and the backends: contexts, the backend
+ * table, validated matrix views and error reporting. Nothing here is
+ * exported; the API layer checks every argument once, so backends receive
+ * only valid, non-overlapping views.
+ */
+#ifndef MXFA_INTERNAL_H
+#define MXFA_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdint.h>
+
+#include "formats.h"
+#include "mxfa.h"
+
+#define MXFA_ERRMSG_LEN 512
+
+/* A validated 2-D view: element (r, c) is at base + (r * rs + c * cs) * esize. */
+typedef struct mxfa_view {
+    void *base;
+    mxfa_dtype dtype;
+    int64_t rows, cols;
+    int64_t rs, cs;
+} mxfa_view;
+
+static inline void *view_at(const mxfa_view *v, int64_t r, int64_t c)
+{
+    return (uint8_t *)v->base + (size_t)(r * v->rs + c * v->cs) * mxfa_dtype_size(v->dtype);
+}
+
+/* The same memory seen transposed. */
+static inline mxfa_view view_transposed(mxfa_view v)
+{
+    mxfa_view t = v;
+    t.rows = v.cols;
+    t.cols = v.rows;
+    t.rs = v.cs;
+    t.cs = v.rs;
+    return t;
+}
+
+/* One sequence of a jagged batch in a layout operation: `count` index
+ * rows (row blocks) or columns (col blocks) from `src` in the compact matrix
+ * go to `dst` in the padded index space. */
+typedef struct mxfa_segment {
+    int64_t src, count, dst;
+} mxfa_segment;
+
+typedef struct mxfa_backend mxfa_backend;
+
+struct mxfa_ctx {
+    const mxfa_backend *backend;
+    void *state; /* the backend's own */
+    char error[MXFA_ERRMSG_LEN];
+};
+
+/*
+ * A backend: every operation of the API, on arguments the API layer has
+ * already checked. Quantization gets the row segments of the source (one
+ * segment for a dense matrix; blocks never cross a segment boundary).
+ */
+struct mxfa_backend {
+    const char *name;
+    /* 1 when it can run here; otherwise 0 and a reason in why */
+    int (*usable)(char *why, size_t why_len);
+    int takes_device_memory;
+    mxfa_status (*open)(mxfa_ctx *ctx);
+    void (*close)(mxfa_ctx *ctx);
+
+    mxfa_status (*quantize)(mxfa_ctx *ctx, const mxfa_view *x, const mxfa_segment *segs,
+                            int nsegs, mxfa_preset preset, mxfa_block block,
+                            const mxfa_view *data, const mxfa_view *scales);
+    mxfa_status (*dequantize)(mxfa_ctx *ctx, const mxfa_view *data, const mxfa_view *scales,
+                              mxfa_block block, const mxfa_view *out);
+    /* copy src to dst element by element (same shape and element size) */
+    mxfa_status (*copy)(mxfa_ctx *ctx, const mxfa_view *src, const mxfa_view *dst);
+    /* expand square scales: dst(r, c) = src(r / rdiv, c / cdiv) */
+    mxfa_status (*expand)(mxfa_ctx *ctx, const mxfa_view *src, int64_t rdiv, int64_t cdiv,
+                          const mxfa_view *dst);
+    /* index space [rows, cols] (already oriented) <-> swizzled bytes; the
+     * segments map index rows (axis 0) or columns (axis 1) for jagged batches;
+     * NULL segments mean the identity. */
+    mxfa_status (*swizzle)(mxfa_ctx *ctx, const mxfa_view *index, int axis,
+                           const mxfa_segment *segs, int nsegs, uint8_t *swizzled,
+                           int64_t sw_rows, int64_t sw_cols);
+    mxfa_status (*unswizzle)(mxfa_ctx *ctx, const uint8_t *swizzled, int64_t sw_rows,
+                             int64_t sw_cols, int axis, const mxfa_segment *segs, int nsegs,
+                             const mxfa_view *index);
+};
+
+extern const mxfa_backend mxfa_backend_ref;
+
+/* Record a failure on ctx (or, for ctx == NULL, on this thread) and return
+ * status, so that checks read `return mxfa_fail(ctx, MXFA_ERR_..., "...")`. */
+mxfa_status mxfa_fail(mxfa_ctx *ctx, mxfa_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void mxfa_clear_error(mxfa_ctx *ctx);
+
+/* ---- argument checking (lib/check.c) ---- */
+
+/* Allowed dtypes as a bit mask of (1 << dtype). */
+#define DT(d) (1u << (d))
+
+/*
+ * Check that t is a host-or-device (per ctx) 2-D tensor of an allowed dtype
+ * whose shape is [rows, cols] (pass -1 to accept any positive size), with
+ * strides that stay inside int64 and do not make an output overlap itself.
+ * On success *v is its view.
+ */
+mxfa_status mxfa_check_matrix(mxfa_ctx *ctx, const char *what, const mxfa_tensor *t,
+                              unsigned dtypes, int64_t rows, int64_t cols, int is_output,
+                              mxfa_view *v);
+/* MXFA_ERR_ALIAS when the memory spans of two views overlap. */
+mxfa_status mxfa_check_disjoint(mxfa_ctx *ctx, const char *a_what, const mxfa_view *a,
+                                const char *b_what, const mxfa_view *b);
+/* Checked arithmetic for sizes. */
+int mxfa_mul_ok(int64_t a, int64_t b, int64_t *out);
+int mxfa_add_ok(int64_t a, int64_t b, int64_t *out);
+static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+/* Check cu_seqlens (batch + 1 entries, from 0, non-decreasing, the last equal
+ * to total when total >= 0). */
+mxfa_status mxfa_check_cu_seqlens(mxfa_ctx *ctx, const int32_t *cu_seqlens, int batch,
+                                  int64_t total);
+
+/* The context's backend must be able to see `memory`. */
+mxfa_status mxfa_check_memory(mxfa_ctx *ctx, const char *what, const mxfa_tensor *t);
+
+#endif

@@ -1,0 +1,351 @@
+/*
+ * mxfa: MXFP8 block-scaled attention, with a bit-exact CPU emulator as the
+ * reference that every backend reproduces.
+ *
+ * Conventions of the whole API
+ * - Every function that can fail returns an mxfa_status. MXFA_OK is 0.
+ * - On failure nothing is written to the caller's outputs, and
+ *   mxfa_last_error(ctx) says what was wrong in words.
+ * - Sizes and strides are int64_t counts of elements (not bytes).
+ * - A context is used by one thread at a time; distinct contexts are
+ *   independent.
+ * - The numerics contract of each operation is in docs/NUMERICS.md.
+ */
+#ifndef MXFA_H
+#define MXFA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mxfa_version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The one export macro: only functions marked MXFA_API leave the library. */
+#if defined(_WIN32) && defined(MXFA_BUILDING)
+#define MXFA_API __declspec(dllexport)
+#elif defined(_WIN32)
+#define MXFA_API
+#elif defined(MXFA_BUILDING) && defined(__GNUC__)
+#define MXFA_API __attribute__((visibility("default")))
+#else
+#define MXFA_API
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Versions and status codes                                          */
+
+/* The library's version string ("major.minor.patch"), which may differ from
+ * MXFA_VERSION_STRING of the header a program was compiled with. */
+MXFA_API const char *mxfa_version(void);
+/* major * 10000 + minor * 100 + patch of the library. */
+MXFA_API int mxfa_version_number(void);
+
+typedef enum mxfa_status {
+    MXFA_OK = 0,
+    MXFA_ERR_NULL = 1,        /* a required pointer is NULL */
+    MXFA_ERR_INVALID = 2,     /* an argument's value is out of its domain */
+    MXFA_ERR_SHAPE = 3,       /* sizes <= 0, or shapes that do not match */
+    MXFA_ERR_OVERFLOW = 4,    /* a size product or offset overflows */
+    MXFA_ERR_UNSUPPORTED = 5, /* valid request this backend or format does not do */
+    MXFA_ERR_ALIAS = 6,       /* an output overlaps an input or another output */
+    MXFA_ERR_NO_BACKEND = 7,  /* the backend asked for is not built or not usable */
+    MXFA_ERR_NO_MEMORY = 8,   /* an allocation failed */
+    MXFA_ERR_IO = 9,          /* reading or writing a file failed */
+    MXFA_ERR_FORMAT = 10,     /* a file is malformed (for example a bad .npy header) */
+    MXFA_ERR_NEEDS_SOURCE = 11, /* the result needs the high-precision data */
+    MXFA_ERR_DEVICE = 12,     /* the GPU runtime reported an error */
+    MXFA_ERR_INTERNAL = 13    /* a bug in mxfa: please report it */
+} mxfa_status;
+
+/* A fixed English sentence for a status; never NULL. */
+MXFA_API const char *mxfa_strerror(mxfa_status status);
+
+/* ------------------------------------------------------------------ */
+/* Contexts and backends                                              */
+
+typedef struct mxfa_ctx mxfa_ctx;
+
+/*
+ * Open a context on a backend: "auto", "ref", "cpu" or "cuda" (NULL means
+ * "auto"). The environment variable MXFA_BACKEND, when set and not empty,
+ * overrides the name given here. "auto" picks cuda when a supported GPU is
+ * usable, else cpu when built, else ref. A named backend that is not built
+ * or not usable is an error (MXFA_ERR_NO_BACKEND), never a silent fallback;
+ * the reason is then in mxfa_last_error(NULL).
+ */
+MXFA_API mxfa_status mxfa_open(mxfa_ctx **ctx, const char *backend);
+MXFA_API void mxfa_close(mxfa_ctx *ctx);
+/* The name of the backend a context runs on ("ref", "cpu", "cuda"). */
+MXFA_API const char *mxfa_backend_name(const mxfa_ctx *ctx);
+
+/*
+ * The detailed message of the last failed call on ctx ("" when none).
+ * With ctx == NULL: the last failure on this thread of a call that had no
+ * context (mxfa_open, mxfa_backend_usable, the jagged offset helper). The
+ * pointer is valid until the next call on the same context or thread.
+ */
+MXFA_API const char *mxfa_last_error(const mxfa_ctx *ctx);
+
+/* Whether a backend is compiled into this library, and whether it can run
+ * here (1 or 0). When not usable and why != NULL, the reason is copied into
+ * why (at most why_len bytes, NUL-terminated). */
+MXFA_API int mxfa_backend_built(const char *name);
+MXFA_API int mxfa_backend_usable(const char *name, char *why, size_t why_len);
+
+/* ------------------------------------------------------------------ */
+/* Tensors                                                            */
+
+typedef enum mxfa_dtype {
+    MXFA_F32 = 0,  /* IEEE binary32 */
+    MXFA_BF16 = 1, /* bfloat16, stored as uint16_t */
+    MXFA_E4M3 = 2, /* OCP FP8 E4M3 (e4m3fn), one byte */
+    MXFA_E5M2 = 3, /* OCP FP8 E5M2, one byte */
+    MXFA_E8M0 = 4, /* OCP E8M0 power-of-two scale, one byte */
+    MXFA_F64 = 5,  /* IEEE binary64 */
+    MXFA_I32 = 6   /* int32_t */
+} mxfa_dtype;
+
+typedef enum mxfa_memory {
+    MXFA_MEM_HOST = 0,  /* ordinary CPU memory */
+    MXFA_MEM_DEVICE = 1 /* GPU memory of the context's device */
+} mxfa_memory;
+
+#define MXFA_MAX_DIMS 4
+
+/*
+ * A view of memory the caller owns. shape[i] > 0 for i < ndim. stride[i] is
+ * the distance, in elements, between neighbours along dimension i; a stride
+ * of 0 in every dimension means "contiguous row-major" (filled in by the
+ * library). An output must not overlap itself or any input.
+ */
+typedef struct mxfa_tensor {
+    void *data;
+    mxfa_dtype dtype;
+    mxfa_memory memory;
+    int ndim;
+    int64_t shape[MXFA_MAX_DIMS];
+    int64_t stride[MXFA_MAX_DIMS];
+} mxfa_tensor;
+
+/* A contiguous row-major host matrix. */
+MXFA_API mxfa_tensor mxfa_tensor_2d(void *data, mxfa_dtype dtype, int64_t rows, int64_t cols);
+/* Size in bytes of one element (0 for an unknown dtype). */
+MXFA_API size_t mxfa_dtype_size(mxfa_dtype dtype);
+MXFA_API const char *mxfa_dtype_name(mxfa_dtype dtype);
+
+/* ------------------------------------------------------------------ */
+/* Scalar codecs (integer-only: independent of the FPU's rounding mode  */
+/* and flush-to-zero state)                                            */
+
+typedef enum mxfa_overflow {
+    /* Finite overflow and +-Inf go to +-max; NaN stays NaN (PTX satfinite). */
+    MXFA_SATFINITE = 0,
+    /* OFP8 non-saturating mode: overflow gives NaN in E4M3, +-Inf in E5M2. */
+    MXFA_NONSAT = 1
+} mxfa_overflow;
+
+/* fp32 -> FP8, round to nearest, ties to even. NaN keeps its sign bit and
+ * becomes 0x7F (E4M3) or 0x7F (E5M2) with that sign; -0 stays -0. */
+MXFA_API uint8_t mxfa_f32_to_e4m3(float x, mxfa_overflow overflow);
+MXFA_API uint8_t mxfa_f32_to_e5m2(float x, mxfa_overflow overflow);
+/* FP8 -> fp32, exact. */
+MXFA_API float mxfa_e4m3_to_f32(uint8_t code);
+MXFA_API float mxfa_e5m2_to_f32(uint8_t code);
+
+typedef enum mxfa_e8m0_rounding {
+    MXFA_E8M0_CEIL = 0, /* smallest power of two >= |x| (PTX cvt.rp ... ue8m0x2) */
+    MXFA_E8M0_FLOOR = 1 /* largest power of two <= |x| (OCP MX: floor(log2 x)) */
+} mxfa_e8m0_rounding;
+
+/*
+ * fp32 -> E8M0, from |x| (the format has no sign). Results below 2^-127 give
+ * 0x00 (2^-127, the smallest scale; also for 0); results above 2^127 and Inf
+ * give 0xFE under MXFA_SATFINITE and 0xFF (NaN) under MXFA_NONSAT; NaN gives
+ * 0xFF.
+ */
+MXFA_API uint8_t mxfa_f32_to_e8m0(float x, mxfa_e8m0_rounding rounding, mxfa_overflow overflow);
+/* E8M0 -> fp32: 2^(code-127); code 0x00 is 2^-127 (a subnormal), 0xFF NaN. */
+MXFA_API float mxfa_e8m0_to_f32(uint8_t code);
+
+/* bf16 <-> fp32: widening is exact; narrowing rounds to nearest even, keeps
+ * NaN a (quiet) NaN of the same sign. */
+MXFA_API float mxfa_bf16_to_f32(uint16_t x);
+MXFA_API uint16_t mxfa_f32_to_bf16(float x);
+
+/* ------------------------------------------------------------------ */
+/* Block quantization                                                 */
+
+typedef enum mxfa_block {
+    MXFA_BLOCK_ROW = 0,   /* 1x32: 32 neighbours along the last dimension */
+    MXFA_BLOCK_COL = 1,   /* 32x1: 32 neighbours along the first dimension */
+    MXFA_BLOCK_SQUARE = 2 /* 32x32: one scale for a whole tile */
+} mxfa_block;
+
+/* How a block's scale and elements are chosen; see docs/NUMERICS.md. */
+typedef enum mxfa_preset {
+    MXFA_PRESET_RCEIL = 0,        /* NVIDIA's rule: ceil(amax * fl(1/max)) */
+    MXFA_PRESET_OCP = 1,          /* OCP MX v1.0: floor(log2 amax) - emax */
+    MXFA_PRESET_TORCHAO_RCEIL = 2,/* rceil without saturation; NaN/Inf poison */
+    MXFA_PRESET_MICROXCALING = 3  /* ocp with elements rounded ties-away */
+} mxfa_preset;
+
+typedef enum mxfa_layout {
+    MXFA_LAYOUT_COMPACT = 0, /* row-major scale matrix */
+    MXFA_LAYOUT_SWIZZLED = 1 /* 128x4 atoms of 512 bytes (tcgen05, cuBLAS) */
+} mxfa_layout;
+
+/*
+ * An MXFP8 matrix: data holds one FP8 byte (dtype MXFA_E4M3 or MXFA_E5M2) per
+ * element of the source matrix [rows, cols]; scales holds E8M0 bytes (dtype
+ * MXFA_E8M0). In the compact layout the scale matrix is
+ *   row:    [rows, ceil(cols/32)]
+ *   col:    [ceil(rows/32), cols]
+ *   square: [ceil(rows/32), ceil(cols/32)]
+ * In the swizzled layout (row and col only) see mxfa_scales_swizzle.
+ */
+typedef struct mxfa_mx {
+    mxfa_tensor data;
+    mxfa_tensor scales;
+    mxfa_block block;
+    mxfa_layout layout;
+} mxfa_mx;
+
+/* Names <-> enums ("row", "rceil", "e4m3", "swizzled", ...). The parsers
+ * return MXFA_ERR_INVALID for an unknown name. */
+MXFA_API const char *mxfa_block_name(mxfa_block block);
+MXFA_API const char *mxfa_preset_name(mxfa_preset preset);
+MXFA_API const char *mxfa_layout_name(mxfa_layout layout);
+MXFA_API mxfa_status mxfa_block_parse(const char *name, mxfa_block *block);
+MXFA_API mxfa_status mxfa_preset_parse(const char *name, mxfa_preset *preset);
+MXFA_API mxfa_status mxfa_layout_parse(const char *name, mxfa_layout *layout);
+MXFA_API mxfa_status mxfa_format_parse(const char *name, mxfa_dtype *format);
+
+/* The compact scale matrix shape for a source matrix [rows, cols]. */
+MXFA_API mxfa_status mxfa_scales_shape(mxfa_block block, int64_t rows, int64_t cols,
+                                       int64_t *scale_rows, int64_t *scale_cols);
+
+/*
+ * Quantize x ([rows, cols], MXFA_F32 or MXFA_BF16) into out, which the caller
+ * describes: out->data of x's shape with dtype MXFA_E4M3 or MXFA_E5M2 (the
+ * element format), out->scales in the compact layout, out->block the block
+ * shape. A dimension that is not a multiple of 32 is padded with zeros for
+ * the amax; padding is never stored.
+ */
+MXFA_API mxfa_status mxfa_quantize(mxfa_ctx *ctx, const mxfa_tensor *x, mxfa_preset preset,
+                                   mxfa_mx *out);
+
+/*
+ * Quantize a jagged batch: x is [total_tokens, cols], sequence i holds rows
+ * cu_seqlens[i] .. cu_seqlens[i+1]-1 (cu_seqlens[0] == 0, non-decreasing,
+ * cu_seqlens[batch] == total_tokens). Blocks never span two sequences: col
+ * and square blocks restart at every sequence start, so sequence i owns
+ * ceil(len_i/32) scale rows starting at scale row sum_{j<i} ceil(len_j/32).
+ * For row blocks this equals mxfa_quantize.
+ */
+MXFA_API mxfa_status mxfa_quantize_jagged(mxfa_ctx *ctx, const mxfa_tensor *x,
+                                          const int32_t *cu_seqlens, int batch,
+                                          mxfa_preset preset, mxfa_mx *out);
+
+/* The number of compact scale rows a jagged col or square quantization
+ * needs: sum_i ceil(len_i/32). */
+MXFA_API mxfa_status mxfa_jagged_scale_rows(const int32_t *cu_seqlens, int batch,
+                                            int64_t *scale_rows);
+
+/*
+ * Dequantize in (compact scales) into out (MXFA_F32 or MXFA_BF16, the shape
+ * of in->data): out = element * 2^(scale - 127), computed exactly and rounded
+ * once (fp32: exact except that values beyond FLT_MAX become +-Inf; bf16:
+ * round to nearest even). A NaN element or a NaN scale (0xFF) gives NaN.
+ */
+MXFA_API mxfa_status mxfa_dequantize(mxfa_ctx *ctx, const mxfa_mx *in, mxfa_tensor *out);
+
+/*
+ * The MXFP8 form of X^T from the MXFP8 form of X, as a byte permutation (no
+ * rounding). out->block names the blocks of the result relative to X^T:
+ *   square -> square: exact, because square blocks are transpose-invariant;
+ *   row -> col and col -> row: exact (the same blocks, seen transposed);
+ *   row -> row and col -> col: MXFA_ERR_NEEDS_SOURCE, because those blocks
+ *   span other elements than in's: quantize the high-precision X^T instead.
+ * Compact layout only. out->data is [cols, rows] of in->data.
+ */
+MXFA_API mxfa_status mxfa_transpose(mxfa_ctx *ctx, const mxfa_mx *in, mxfa_mx *out);
+
+/*
+ * Square scales as row or col scales: a square-quantized matrix is also a
+ * valid row-quantized (and col-quantized) one whose scales repeat along the
+ * block. square_scales is [ceil(rows/32), ceil(cols/32)] for the source
+ * [rows, cols]; out is the compact scale matrix of `block` (row or col).
+ */
+MXFA_API mxfa_status mxfa_scales_expand_square(mxfa_ctx *ctx, const mxfa_tensor *square_scales,
+                                               int64_t rows, int64_t cols, mxfa_block block,
+                                               mxfa_tensor *out);
+
+/* ------------------------------------------------------------------ */
+/* Scale-factor layouts                                               */
+
+/*
+ * The swizzled layout. Its index space is the compact scale matrix for row
+ * blocks ([rows, ceil(cols/32)]) and the transposed compact matrix for col
+ * blocks ([cols, ceil(rows/32)]): index (r, c). The index space is padded
+ * with zero bytes to multiples of (128, 4) and cut into 512-byte atoms of
+ * 128 x 4, atoms row-major; inside an atom (r, c) sits at byte
+ *   (r % 32) * 16 + ((r % 128) / 32) * 4 + c % 4.
+ * A swizzled scale tensor is described as [round_up(R, 128), round_up(C, 4)]
+ * contiguous bytes for index space [R, C].
+ */
+MXFA_API mxfa_status mxfa_swizzled_shape(mxfa_block block, int64_t rows, int64_t cols,
+                                         int64_t *sw_rows, int64_t *sw_cols);
+/* Byte offset of index (r, c) in a swizzled buffer whose padded index space
+ * has sw_cols columns (a multiple of 4). */
+MXFA_API int64_t mxfa_swizzle_offset(int64_t r, int64_t c, int64_t sw_cols);
+
+/* compact -> swizzled (padding written as zero) and back, for the scales of
+ * a source matrix [rows, cols] quantized with `block` (row or col). */
+MXFA_API mxfa_status mxfa_scales_swizzle(mxfa_ctx *ctx, const mxfa_tensor *compact,
+                                         mxfa_block block, int64_t rows, int64_t cols,
+                                         mxfa_tensor *swizzled);
+MXFA_API mxfa_status mxfa_scales_unswizzle(mxfa_ctx *ctx, const mxfa_tensor *swizzled,
+                                           mxfa_block block, int64_t rows, int64_t cols,
+                                           mxfa_tensor *compact);
+
+/* ------------------------------------------------------------------ */
+/* Jagged (variable-length) batches                                   */
+
+/*
+ * cu_seqlens_sf[i] = sum_{j<i} round_up(len_j, 128) for i = 0..batch: where
+ * sequence i's scale rows start in the padded layout. cu_seqlens has
+ * batch + 1 entries, starts at 0 and is non-decreasing.
+ */
+MXFA_API mxfa_status mxfa_jagged_sf_offsets(const int32_t *cu_seqlens, int batch,
+                                            int64_t *cu_seqlens_sf);
+
+/*
+ * Scatter compact jagged scales into the padded swizzled layout, and gather
+ * them back. The source is a jagged matrix [total_tokens, cols] with tokens
+ * as rows, quantized with `block`:
+ *   row: compact [total_tokens, ceil(cols/32)]; swizzled index space
+ *        [cu_seqlens_sf[batch], ceil(cols/32)], sequence i's rows from
+ *        cu_seqlens_sf[i];
+ *   col: compact [sum ceil(len_i/32), cols] (as mxfa_quantize_jagged makes
+ *        it); swizzled index space [cols, cu_seqlens_sf[batch] / 32],
+ *        sequence i's blocks from cu_seqlens_sf[i] / 32.
+ * The swizzled tensor is [round_up(R,128), round_up(C,4)] for index space
+ * [R, C]; every byte of it is written (padding zero).
+ */
+MXFA_API mxfa_status mxfa_scales_scatter(mxfa_ctx *ctx, const mxfa_tensor *compact,
+                                         const int32_t *cu_seqlens, int batch,
+                                         mxfa_block block, int64_t cols,
+                                         mxfa_tensor *swizzled);
+MXFA_API mxfa_status mxfa_scales_gather(mxfa_ctx *ctx, const mxfa_tensor *swizzled,
+                                        const int32_t *cu_seqlens, int batch,
+                                        mxfa_block block, int64_t cols,
+                                        mxfa_tensor *compact);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MXFA_H */

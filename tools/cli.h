@@ -1,0 +1,22 @@
+/* Shared pieces of the mxfa command-line program. */
+#ifndef MXFA_CLI_H
+#define MXFA_CLI_H
+
+#include "mxfa.h"
+#include "npy.h"
+
+/* Exit statuses: 0 success, 1 failure, 2 usage error. */
+#define EXIT_USAGE 2
+
+/* Print "mxfa CMD: message" and a hint to stderr; return EXIT_USAGE. */
+int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print "mxfa CMD: message" to stderr; return EXIT_FAILURE. */
+int cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Open a context or say why not; returns 0 or an exit status. */
+int cli_open(const char *cmd, const char *backend, mxfa_ctx **ctx);
+
+int cmd_info(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
+int cmd_dequantize(int argc, char **argv);
+
+#endif

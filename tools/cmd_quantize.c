@@ -1,0 +1,275 @@
+/* mxfa quantize / mxfa dequantize: MXFP8 from and to .npy files. */
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char quantize_help[] =
+    "usage: mxfa quantize IN.npy --data OUT.npy --scales OUT.npy [options]\n"
+    "\n"
+    "Quantizes a 2-D float32 matrix IN [rows, cols] to MXFP8.\n"
+    "  --data FILE     element bytes: uint8 [rows, cols]\n"
+    "  --scales FILE   E8M0 scale bytes, uint8: compact [rows, ceil(cols/32)] (row),\n"
+    "                  [ceil(rows/32), cols] (col), [ceil(rows/32), ceil(cols/32)] (square);\n"
+    "                  swizzled: [round_up(R,128), round_up(C,4)] of the index space\n"
+    "  --format e4m3|e5m2                               (default e4m3)\n"
+    "  --block row|col|square                           (default row)\n"
+    "  --preset rceil|ocp|torchao-rceil|microxcaling    (default rceil)\n"
+    "  --layout compact|swizzled                        (default compact)\n"
+    "  --backend auto|ref|cpu|cuda                      (default auto)\n"
+    "Outputs are written atomically: on any failure neither file is created.\n";
+
+static const char dequantize_help[] =
+    "usage: mxfa dequantize --data IN.npy --scales IN.npy --out OUT.npy [options]\n"
+    "\n"
+    "Turns MXFP8 element bytes and E8M0 scales (uint8 .npy files, as written by\n"
+    "'mxfa quantize') back into a float32 matrix, exactly (values beyond the fp32\n"
+    "range become +-Inf).\n"
+    "  --format e4m3|e5m2  --block row|col|square  --layout compact|swizzled\n"
+    "  --backend auto|ref|cpu|cuda\n";
+
+enum { OPT_DATA = 256, OPT_SCALES, OPT_OUT, OPT_FORMAT, OPT_BLOCK, OPT_PRESET, OPT_LAYOUT, OPT_BACKEND };
+
+static const struct option long_options[] = {
+    {"data", required_argument, NULL, OPT_DATA},     {"scales", required_argument, NULL, OPT_SCALES},
+    {"out", required_argument, NULL, OPT_OUT},       {"format", required_argument, NULL, OPT_FORMAT},
+    {"block", required_argument, NULL, OPT_BLOCK},   {"preset", required_argument, NULL, OPT_PRESET},
+    {"layout", required_argument, NULL, OPT_LAYOUT}, {"backend", required_argument, NULL, OPT_BACKEND},
+    {"help", no_argument, NULL, 'h'},                {NULL, 0, NULL, 0},
+};
+
+typedef struct options {
+    const char *in, *data, *scales, *out, *backend;
+    mxfa_dtype format;
+    mxfa_block block;
+    mxfa_preset preset;
+    mxfa_layout layout;
+    int help;
+} options;
+
+/* Parse the options of either command; returns 0 or an exit status. */
+static int parse_options(const char *cmd, int argc, char **argv, options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->format = MXFA_E4M3;
+    o->block = MXFA_BLOCK_ROW;
+    o->preset = MXFA_PRESET_RCEIL;
+    o->layout = MXFA_LAYOUT_COMPACT;
+    o->backend = "auto";
+    optind = 1;
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
+        mxfa_status st = MXFA_OK;
+        switch (ch) {
+        case OPT_DATA: o->data = optarg; break;
+        case OPT_SCALES: o->scales = optarg; break;
+        case OPT_OUT: o->out = optarg; break;
+        case OPT_BACKEND: o->backend = optarg; break;
+        case OPT_FORMAT: st = mxfa_format_parse(optarg, &o->format); break;
+        case OPT_BLOCK: st = mxfa_block_parse(optarg, &o->block); break;
+        case OPT_PRESET: st = mxfa_preset_parse(optarg, &o->preset); break;
+        case OPT_LAYOUT: st = mxfa_layout_parse(optarg, &o->layout); break;
+        case 'h': o->help = 1; return 0;
+        case ':': return cli_usage(cmd, "option '%s' needs a value", argv[optind - 1]);
+        default: return cli_usage(cmd, "unknown option '%s'", argv[optind - 1]);
+        }
+        if (st != MXFA_OK)
+            return cli_usage(cmd, "%s", mxfa_last_error(NULL));
+    }
+    if (optind < argc)
+        o->in = argv[optind++];
+    if (optind < argc)
+        return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
+    if (o->layout == MXFA_LAYOUT_SWIZZLED && o->block == MXFA_BLOCK_SQUARE)
+        return cli_usage(cmd, "square scales have no swizzled layout (use --layout compact)");
+    return 0;
+}
+
+/* The scale matrix shape for the chosen block and layout. */
+static int scale_shape(const char *cmd, const options *o, int64_t rows, int64_t cols, int64_t shape[2])
+{
+    mxfa_status st = o->layout == MXFA_LAYOUT_COMPACT ? mxfa_scales_shape(o->block, rows, cols, &shape[0], &shape[1])
+                                                      : mxfa_swizzled_shape(o->block, rows, cols, &shape[0], &shape[1]);
+    if (st != MXFA_OK)
+        return cli_error(cmd, "%s", mxfa_last_error(NULL));
+    return 0;
+}
+
+/* Write two arrays atomically as a pair: both files appear, or neither. */
+static int write_pair(const char *cmd, const char *path1, npy_dtype t1, const int64_t *s1, const void *d1,
+                      const char *path2, npy_dtype t2, const int64_t *s2, const void *d2)
+{
+    char tmp1[PATH_MAX], tmp2[PATH_MAX], err[PATH_MAX + 256];
+    if (npy_write_temp(path1, t1, 2, s1, d1, tmp1, sizeof tmp1, err, sizeof err) != MXFA_OK)
+        return cli_error(cmd, "%s", err);
+    if (path2 && npy_write_temp(path2, t2, 2, s2, d2, tmp2, sizeof tmp2, err, sizeof err) != MXFA_OK) {
+        npy_discard(tmp1);
+        return cli_error(cmd, "%s", err);
+    }
+    if (npy_commit(tmp1, path1, err, sizeof err) != MXFA_OK) {
+        if (path2)
+            npy_discard(tmp2);
+        return cli_error(cmd, "%s", err);
+    }
+    if (path2 && npy_commit(tmp2, path2, err, sizeof err) != MXFA_OK) {
+        remove(path1);
+        return cli_error(cmd, "%s", err);
+    }
+    return 0;
+}
+
+static int read_matrix(const char *cmd, const char *what, const char *path, npy_dtype want, npy_array *a)
+{
+    char err[PATH_MAX + 256];
+    if (npy_read(path, a, err, sizeof err) != MXFA_OK)
+        return cli_error(cmd, "%s", err);
+    if (a->dtype != want || a->ndim != 2) {
+        int rc = cli_error(cmd, "%s: %s must be a 2-D %s array (got %d-D %s)", path, what,
+                           want == NPY_F32 ? "float32" : "uint8", a->ndim, npy_descr(a->dtype));
+        npy_free(a);
+        return rc;
+    }
+    if (a->shape[0] == 0 || a->shape[1] == 0) {
+        npy_free(a);
+        return cli_error(cmd, "%s: %s is empty", path, what);
+    }
+    return 0;
+}
+
+int cmd_quantize(int argc, char **argv)
+{
+    const char *cmd = "quantize";
+    options o;
+    int rc = parse_options(cmd, argc, argv, &o);
+    if (rc || o.help) {
+        if (o.help)
+            fputs(quantize_help, stdout);
+        return rc;
+    }
+    if (!o.in)
+        return cli_usage(cmd, "missing the input file IN.npy");
+    if (!o.data || !o.scales)
+        return cli_usage(cmd, "--data and --scales are required");
+    if (o.out)
+        return cli_usage(cmd, "--out belongs to 'mxfa dequantize'");
+    if (strcmp(o.data, o.scales) == 0)
+        return cli_usage(cmd, "--data and --scales name the same file");
+
+    npy_array in;
+    if ((rc = read_matrix(cmd, "the input", o.in, NPY_F32, &in)))
+        return rc;
+    int64_t rows = in.shape[0], cols = in.shape[1], cshape[2], oshape[2];
+    mxfa_ctx *ctx = NULL;
+    uint8_t *data = NULL, *scales = NULL, *swizzled = NULL;
+    if ((rc = scale_shape(cmd, &o, rows, cols, oshape)))
+        goto done;
+    mxfa_scales_shape(o.block, rows, cols, &cshape[0], &cshape[1]);
+    if ((rc = cli_open(cmd, o.backend, &ctx)))
+        goto done;
+    data = malloc((size_t)(rows * cols));
+    scales = malloc((size_t)(cshape[0] * cshape[1]));
+    swizzled = o.layout == MXFA_LAYOUT_SWIZZLED ? malloc((size_t)(oshape[0] * oshape[1])) : NULL;
+    if (!data || !scales || (o.layout == MXFA_LAYOUT_SWIZZLED && !swizzled)) {
+        rc = cli_error(cmd, "out of memory");
+        goto done;
+    }
+    mxfa_tensor x = mxfa_tensor_2d(in.data, MXFA_F32, rows, cols);
+    mxfa_mx q = {mxfa_tensor_2d(data, o.format, rows, cols), mxfa_tensor_2d(scales, MXFA_E8M0, cshape[0], cshape[1]),
+                 o.block, MXFA_LAYOUT_COMPACT};
+    if (mxfa_quantize(ctx, &x, o.preset, &q) != MXFA_OK) {
+        rc = cli_error(cmd, "%s", mxfa_last_error(ctx));
+        goto done;
+    }
+    if (swizzled) {
+        mxfa_tensor sw = mxfa_tensor_2d(swizzled, MXFA_E8M0, oshape[0], oshape[1]);
+        if (mxfa_scales_swizzle(ctx, &q.scales, o.block, rows, cols, &sw) != MXFA_OK) {
+            rc = cli_error(cmd, "%s", mxfa_last_error(ctx));
+            goto done;
+        }
+    }
+    int64_t dshape[2] = {rows, cols};
+    rc = write_pair(cmd, o.data, NPY_U8, dshape, data, o.scales, NPY_U8, oshape, swizzled ? swizzled : scales);
+done:
+    free(data);
+    free(scales);
+    free(swizzled);
+    npy_free(&in);
+    mxfa_close(ctx);
+    return rc;
+}
+
+int cmd_dequantize(int argc, char **argv)
+{
+    const char *cmd = "dequantize";
+    options o;
+    int rc = parse_options(cmd, argc, argv, &o);
+    if (rc || o.help) {
+        if (o.help)
+            fputs(dequantize_help, stdout);
+        return rc;
+    }
+    if (o.in)
+        return cli_usage(cmd, "unexpected argument '%s' (use --data and --scales)", o.in);
+    if (!o.data || !o.scales || !o.out)
+        return cli_usage(cmd, "--data, --scales and --out are required");
+
+    npy_array d, s;
+    if ((rc = read_matrix(cmd, "--data", o.data, NPY_U8, &d)))
+        return rc;
+    if ((rc = read_matrix(cmd, "--scales", o.scales, NPY_U8, &s))) {
+        npy_free(&d);
+        return rc;
+    }
+    int64_t rows = d.shape[0], cols = d.shape[1], cshape[2], sshape[2];
+    mxfa_ctx *ctx = NULL;
+    uint8_t *compact = NULL;
+    float *out = NULL;
+    if ((rc = scale_shape(cmd, &o, rows, cols, sshape)))
+        goto done;
+    if (s.shape[0] != sshape[0] || s.shape[1] != sshape[1]) {
+        rc = cli_error(cmd, "%s: scales of shape [%lld, %lld] do not fit data [%lld, %lld] with %s blocks in the %s "
+                            "layout (expected [%lld, %lld])",
+                       o.scales, (long long)s.shape[0], (long long)s.shape[1], (long long)rows, (long long)cols,
+                       mxfa_block_name(o.block), mxfa_layout_name(o.layout), (long long)sshape[0],
+                       (long long)sshape[1]);
+        goto done;
+    }
+    mxfa_scales_shape(o.block, rows, cols, &cshape[0], &cshape[1]);
+    if ((rc = cli_open(cmd, o.backend, &ctx)))
+        goto done;
+    out = malloc((size_t)(rows * cols) * sizeof *out);
+    compact = o.layout == MXFA_LAYOUT_SWIZZLED ? malloc((size_t)(cshape[0] * cshape[1])) : NULL;
+    if (!out || (o.layout == MXFA_LAYOUT_SWIZZLED && !compact)) {
+        rc = cli_error(cmd, "out of memory");
+        goto done;
+    }
+    if (compact) {
+        mxfa_tensor sw = mxfa_tensor_2d(s.data, MXFA_E8M0, sshape[0], sshape[1]);
+        mxfa_tensor c = mxfa_tensor_2d(compact, MXFA_E8M0, cshape[0], cshape[1]);
+        if (mxfa_scales_unswizzle(ctx, &sw, o.block, rows, cols, &c) != MXFA_OK) {
+            rc = cli_error(cmd, "%s", mxfa_last_error(ctx));
+            goto done;
+        }
+    }
+    mxfa_mx q = {mxfa_tensor_2d(d.data, o.format, rows, cols),
+                 mxfa_tensor_2d(compact ? compact : s.data, MXFA_E8M0, cshape[0], cshape[1]), o.block,
+                 MXFA_LAYOUT_COMPACT};
+    mxfa_tensor y = mxfa_tensor_2d(out, MXFA_F32, rows, cols);
+    if (mxfa_dequantize(ctx, &q, &y) != MXFA_OK) {
+        rc = cli_error(cmd, "%s", mxfa_last_error(ctx));
+        goto done;
+    }
+    int64_t oshape[2] = {rows, cols};
+    rc = write_pair(cmd, o.out, NPY_F32, oshape, out, NULL, NPY_F32, NULL, NULL);
+done:
+    free(out);
+    free(compact);
+    npy_free(&d);
+    npy_free(&s);
+    mxfa_close(ctx);
+    return rc;
+}

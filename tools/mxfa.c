@@ -1,0 +1,49 @@
+/* mxfa: the command-line program. One subcommand per file (cmd_*.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} commands[] = {
+    {"info", cmd_info, "version, backends, CPU features and GPUs"},
+    {"quantize", cmd_quantize, "quantize a float32 .npy matrix to MXFP8 (data and scales)"},
+    {"dequantize", cmd_dequantize, "turn MXFP8 data and scales back into float32"},
+};
+
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: mxfa COMMAND [OPTIONS]\n       mxfa --help | --version\n\ncommands:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\n'mxfa COMMAND --help' describes a command. The environment variable\n"
+                 "MXFA_BACKEND (ref, cpu, cuda, auto) overrides the backend.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("mxfa %s\n", mxfa_version());
+        return 0;
+    }
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "mxfa: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return EXIT_USAGE;
+}
