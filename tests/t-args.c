@@ -1,1 +1,217 @@
-int main(void){return 0;}
+/*
+ * The bad-input contract: every entry point checks its arguments and fails
+ * with the specific status and a message, leaving every output byte as it
+ * was (the outputs are filled with a sentinel and checked after each call).
+ */
+#include "mxfa.h"
+#include "tap.h"
+
+#define R 40
+#define C 70
+#define SENT 0xA5
+
+static mxfa_ctx *ctx;
+static float x[R * C];
+static uint8_t data[R * C], scales[R * 3], sw[128 * 4 * 2];
+static float yout[R * C];
+
+static void reset(void)
+{
+    memset(data, SENT, sizeof data);
+    memset(scales, SENT, sizeof scales);
+    memset(sw, SENT, sizeof sw);
+    memset(yout, SENT, sizeof yout);
+}
+
+static int untouched(void)
+{
+    for (size_t i = 0; i < sizeof data; i++)
+        if (data[i] != SENT)
+            return 0;
+    for (size_t i = 0; i < sizeof scales; i++)
+        if (scales[i] != SENT)
+            return 0;
+    for (size_t i = 0; i < sizeof sw; i++)
+        if (sw[i] != SENT)
+            return 0;
+    const uint8_t *y = (const uint8_t *)yout;
+    for (size_t i = 0; i < sizeof yout; i++)
+        if (y[i] != SENT)
+            return 0;
+    return 1;
+}
+
+static void expect(mxfa_status got, mxfa_status want, const mxfa_ctx *c, const char *what)
+{
+    const char *msg = mxfa_last_error(c);
+    if (!ok(got == want && msg[0] != '\0' && untouched(), "%s -> %s", what, mxfa_strerror(want)))
+        diag("got status %d (%s), message '%s', outputs %s", got, mxfa_strerror(got), msg,
+             untouched() ? "untouched" : "CHANGED");
+    else
+        diag("  message: %s", msg);
+    reset();
+}
+
+static mxfa_mx good_out(void)
+{
+    mxfa_mx q = {mxfa_tensor_2d(data, MXFA_E4M3, R, C), mxfa_tensor_2d(scales, MXFA_E8M0, R, 3), MXFA_BLOCK_ROW,
+                 MXFA_LAYOUT_COMPACT};
+    return q;
+}
+
+int main(void)
+{
+    mxfa_ctx *none = (mxfa_ctx *)0x1;
+    reset();
+    for (int i = 0; i < R * C; i++)
+        x[i] = (float)i;
+    ok(mxfa_open(&ctx, "ref") == MXFA_OK, "open ref");
+
+    /* contexts */
+    expect(mxfa_open(NULL, "ref"), MXFA_ERR_NULL, NULL, "mxfa_open(NULL)");
+    expect(mxfa_open(&none, "bogus"), MXFA_ERR_INVALID, NULL, "an unknown backend name");
+    ok(none == (mxfa_ctx *)0x1, "a failed open leaves *ctx alone");
+    if (!mxfa_backend_usable("cuda", NULL, 0))
+        expect(mxfa_open(&none, "cuda"), MXFA_ERR_NO_BACKEND, NULL, "cuda when it is not usable (no fallback)");
+    if (!mxfa_backend_usable("cpu", NULL, 0))
+        expect(mxfa_open(&none, "cpu"), MXFA_ERR_NO_BACKEND, NULL, "cpu when it is not built (no fallback)");
+
+    mxfa_tensor xt = mxfa_tensor_2d(x, MXFA_F32, R, C), t;
+    mxfa_mx q = good_out();
+    expect(mxfa_quantize(NULL, &xt, MXFA_PRESET_RCEIL, &q), MXFA_ERR_NULL, NULL, "quantize: ctx NULL");
+    expect(mxfa_quantize(ctx, NULL, MXFA_PRESET_RCEIL, &q), MXFA_ERR_NULL, ctx, "quantize: x NULL");
+    expect(mxfa_quantize(ctx, &xt, MXFA_PRESET_RCEIL, NULL), MXFA_ERR_NULL, ctx, "quantize: out NULL");
+    t = xt; t.data = NULL;
+    expect(mxfa_quantize(ctx, &t, MXFA_PRESET_RCEIL, &q), MXFA_ERR_NULL, ctx, "quantize: x->data NULL");
+    q = good_out(); q.data.data = NULL;
+    expect(mxfa_quantize(ctx, &xt, MXFA_PRESET_RCEIL, &q), MXFA_ERR_NULL, ctx, "quantize: out->data.data NULL");
+    q = good_out(); q.scales.data = NULL;
+    expect(mxfa_quantize(ctx, &xt, MXFA_PRESET_RCEIL, &q), MXFA_ERR_NULL, ctx, "quantize: out->scales.data NULL");
+    q = good_out();
+    t = xt; t.shape[0] = 0;
+    expect(mxfa_quantize(ctx, &t, MXFA_PRESET_RCEIL, &q), MXFA_ERR_SHAPE, ctx, "quantize: zero rows");
+    t = xt; t.shape[1] = -5;
+    expect(mxfa_quantize(ctx, &t, MXFA_PRESET_RCEIL, &q), MXFA_ERR_SHAPE, ctx, "quantize: negative cols");
+    t = xt; t.ndim = 3; t.shape[2] = 1;
+    expect(mxfa_quantize(ctx, &t, MXFA_PRESET_RCEIL, &q), MXFA_ERR_SHAPE, ctx, "quantize: a 3-D input");
+    t = xt; t.shape[0] = INT64_C(1) << 40; t.shape[1] = INT64_C(1) << 40; t.stride[0] = t.stride[1] = 0;
+    expect(mxfa_quantize(ctx, &t, MXFA_PRESET_RCEIL, &q), MXFA_ERR_OVERFLOW, ctx, "quantize: rows * cols overflows");
+    t = xt; t.shape[0] = 2; t.stride[0] = INT64_MAX / 2;
+    q.data.shape[0] = 2; q.scales.shape[0] = 2;
+    expect(mxfa_quantize(ctx, &t, MXFA_PRESET_RCEIL, &q), MXFA_ERR_OVERFLOW, ctx, "quantize: a stride whose byte offset overflows");
+    q = good_out();
+    t = xt; t.stride[1] = -1;
+    expect(mxfa_quantize(ctx, &t, MXFA_PRESET_RCEIL, &q), MXFA_ERR_INVALID, ctx, "quantize: a negative stride");
+    t = xt; t.dtype = MXFA_E4M3;
+    expect(mxfa_quantize(ctx, &t, MXFA_PRESET_RCEIL, &q), MXFA_ERR_INVALID, ctx, "quantize: fp8 input");
+    t = xt; t.dtype = (mxfa_dtype)77;
+    expect(mxfa_quantize(ctx, &t, MXFA_PRESET_RCEIL, &q), MXFA_ERR_INVALID, ctx, "quantize: an unknown dtype");
+    t = xt; t.memory = MXFA_MEM_DEVICE;
+    expect(mxfa_quantize(ctx, &t, MXFA_PRESET_RCEIL, &q), MXFA_ERR_UNSUPPORTED, ctx, "quantize: device memory on ref");
+    expect(mxfa_quantize(ctx, &xt, (mxfa_preset)9, &q), MXFA_ERR_INVALID, ctx, "quantize: an unknown preset");
+    q.block = (mxfa_block)5;
+    expect(mxfa_quantize(ctx, &xt, MXFA_PRESET_RCEIL, &q), MXFA_ERR_INVALID, ctx, "quantize: an unknown block shape");
+    q = good_out(); q.layout = MXFA_LAYOUT_SWIZZLED;
+    expect(mxfa_quantize(ctx, &xt, MXFA_PRESET_RCEIL, &q), MXFA_ERR_UNSUPPORTED, ctx, "quantize: swizzled output scales");
+    q = good_out(); q.data.dtype = MXFA_F32;
+    expect(mxfa_quantize(ctx, &xt, MXFA_PRESET_RCEIL, &q), MXFA_ERR_INVALID, ctx, "quantize: fp32 output data");
+    q = good_out(); q.scales.dtype = MXFA_E4M3;
+    expect(mxfa_quantize(ctx, &xt, MXFA_PRESET_RCEIL, &q), MXFA_ERR_INVALID, ctx, "quantize: scales not E8M0");
+    q = good_out(); q.data.shape[1] = C - 1;
+    expect(mxfa_quantize(ctx, &xt, MXFA_PRESET_RCEIL, &q), MXFA_ERR_SHAPE, ctx, "quantize: data shape differs from x");
+    q = good_out(); q.scales.shape[1] = 2;
+    expect(mxfa_quantize(ctx, &xt, MXFA_PRESET_RCEIL, &q), MXFA_ERR_SHAPE, ctx, "quantize: scales of the wrong shape");
+    q = good_out(); q.block = MXFA_BLOCK_SQUARE;
+    expect(mxfa_quantize(ctx, &xt, MXFA_PRESET_RCEIL, &q), MXFA_ERR_SHAPE, ctx, "quantize: row-shaped scales for square blocks");
+    q = good_out(); q.scales.data = data + 10;
+    expect(mxfa_quantize(ctx, &xt, MXFA_PRESET_RCEIL, &q), MXFA_ERR_ALIAS, ctx, "quantize: scales inside data");
+    q = good_out(); q.data.stride[0] = 1; q.data.stride[1] = 1;
+    expect(mxfa_quantize(ctx, &xt, MXFA_PRESET_RCEIL, &q), MXFA_ERR_ALIAS, ctx, "quantize: an output whose strides overlap itself");
+    {
+        /* an output over the input: x's bytes must stay as they were too */
+        float xcopy[R * C];
+        memcpy(xcopy, x, sizeof x);
+        q = good_out(); q.data.data = x;
+        expect(mxfa_quantize(ctx, &xt, MXFA_PRESET_RCEIL, &q), MXFA_ERR_ALIAS, ctx, "quantize: data over the input");
+        ok(memcmp(xcopy, x, sizeof x) == 0, "the input is untouched too");
+    }
+
+    /* jagged */
+    int32_t cu_good[3] = {0, 15, R}, cu_bad0[3] = {1, 15, R}, cu_dec[3] = {0, 30, 20}, cu_short[3] = {0, 15, R - 1};
+    q = good_out();
+    expect(mxfa_quantize_jagged(ctx, &xt, NULL, 2, MXFA_PRESET_RCEIL, &q), MXFA_ERR_NULL, ctx, "quantize_jagged: cu_seqlens NULL");
+    expect(mxfa_quantize_jagged(ctx, &xt, cu_good, 0, MXFA_PRESET_RCEIL, &q), MXFA_ERR_SHAPE, ctx, "quantize_jagged: batch 0");
+    expect(mxfa_quantize_jagged(ctx, &xt, cu_bad0, 2, MXFA_PRESET_RCEIL, &q), MXFA_ERR_INVALID, ctx, "quantize_jagged: cu_seqlens[0] != 0");
+    expect(mxfa_quantize_jagged(ctx, &xt, cu_dec, 2, MXFA_PRESET_RCEIL, &q), MXFA_ERR_INVALID, ctx, "quantize_jagged: decreasing cu_seqlens");
+    expect(mxfa_quantize_jagged(ctx, &xt, cu_short, 2, MXFA_PRESET_RCEIL, &q), MXFA_ERR_SHAPE, ctx, "quantize_jagged: cu_seqlens not matching the tokens");
+    q.block = MXFA_BLOCK_COL; q.scales = mxfa_tensor_2d(scales, MXFA_E8M0, 2, C); /* needs 1 + 1 = 2 rows: fine */
+    q.scales.shape[0] = 1;
+    expect(mxfa_quantize_jagged(ctx, &xt, cu_good, 2, MXFA_PRESET_RCEIL, &q), MXFA_ERR_SHAPE, ctx, "quantize_jagged: col scales without a row per sequence block");
+    int64_t sfo[3];
+    expect(mxfa_jagged_sf_offsets(cu_dec, 2, sfo), MXFA_ERR_INVALID, NULL, "jagged_sf_offsets: decreasing cu_seqlens");
+    expect(mxfa_jagged_sf_offsets(cu_good, 2, NULL), MXFA_ERR_NULL, NULL, "jagged_sf_offsets: output NULL");
+
+    /* dequantize */
+    q = good_out();
+    memset(data, 0x38, sizeof data);
+    memset(scales, 0x7F, sizeof scales);
+    mxfa_tensor yt = mxfa_tensor_2d(yout, MXFA_F32, R, C);
+    q.layout = MXFA_LAYOUT_SWIZZLED;
+    memset(yout, SENT, sizeof yout);
+    {
+        /* data and scales hold valid input here; only yout must stay */
+        mxfa_status st = mxfa_dequantize(ctx, &q, &yt);
+        const uint8_t *yb = (const uint8_t *)yout;
+        int same = 1;
+        for (size_t i = 0; i < sizeof yout; i++)
+            same &= yb[i] == SENT;
+        ok(st == MXFA_ERR_UNSUPPORTED && same, "dequantize: swizzled scales -> %s, output untouched",
+           mxfa_strerror(MXFA_ERR_UNSUPPORTED));
+        q.layout = MXFA_LAYOUT_COMPACT;
+        yt.dtype = MXFA_E5M2;
+        st = mxfa_dequantize(ctx, &q, &yt);
+        same = 1;
+        for (size_t i = 0; i < sizeof yout; i++)
+            same &= yb[i] == SENT;
+        ok(st == MXFA_ERR_INVALID && same, "dequantize: an fp8 output -> invalid, output untouched");
+        yt = mxfa_tensor_2d(yout, MXFA_F32, R, C - 1);
+        st = mxfa_dequantize(ctx, &q, &yt);
+        ok(st == MXFA_ERR_SHAPE, "dequantize: output shape differs -> shape error");
+    }
+    reset();
+
+    /* layouts */
+    mxfa_tensor ct = mxfa_tensor_2d(scales, MXFA_E8M0, R, 3), swt = mxfa_tensor_2d(sw, MXFA_E8M0, 128, 4);
+    expect(mxfa_scales_swizzle(ctx, &ct, MXFA_BLOCK_SQUARE, R, C, &swt), MXFA_ERR_UNSUPPORTED, ctx, "swizzle: square scales");
+    swt.shape[0] = 64;
+    expect(mxfa_scales_swizzle(ctx, &ct, MXFA_BLOCK_ROW, R, C, &swt), MXFA_ERR_SHAPE, ctx, "swizzle: an unpadded swizzled buffer");
+    swt = mxfa_tensor_2d(sw, MXFA_E8M0, 128, 4); swt.stride[0] = 8;
+    expect(mxfa_scales_swizzle(ctx, &ct, MXFA_BLOCK_ROW, R, C, &swt), MXFA_ERR_INVALID, ctx, "swizzle: a strided swizzled buffer");
+    swt = mxfa_tensor_2d(sw, MXFA_E8M0, 128, 4);
+    expect(mxfa_scales_swizzle(ctx, &ct, MXFA_BLOCK_ROW, R, 0, &swt), MXFA_ERR_SHAPE, ctx, "swizzle: zero columns");
+    expect(mxfa_scales_scatter(ctx, &ct, cu_dec, 2, MXFA_BLOCK_ROW, C, &swt), MXFA_ERR_INVALID, ctx, "scatter: decreasing cu_seqlens");
+    expect(mxfa_scales_scatter(ctx, &ct, cu_good, 2, MXFA_BLOCK_ROW, C, &swt), MXFA_ERR_SHAPE, ctx, "scatter: a swizzled buffer too small for two sequences");
+    expect(mxfa_scales_scatter(ctx, &ct, cu_good, 2, MXFA_BLOCK_SQUARE, C, &swt), MXFA_ERR_INVALID, ctx, "scatter: square blocks");
+    int64_t a, b;
+    expect(mxfa_scales_shape(MXFA_BLOCK_ROW, 0, 5, &a, &b), MXFA_ERR_SHAPE, NULL, "scales_shape: zero rows");
+    expect(mxfa_swizzled_shape(MXFA_BLOCK_ROW, INT64_MAX, 64, &a, &b), MXFA_ERR_OVERFLOW, NULL, "swizzled_shape: rows overflow when padded");
+    expect(mxfa_scales_expand_square(ctx, &ct, R, C, MXFA_BLOCK_SQUARE, &ct), MXFA_ERR_INVALID, ctx, "expand_square: to square");
+
+    /* names */
+    mxfa_preset p;
+    mxfa_block bl;
+    mxfa_layout lay;
+    mxfa_dtype fmt;
+    expect(mxfa_preset_parse("ceil", &p), MXFA_ERR_INVALID, NULL, "preset_parse: an unknown preset");
+    expect(mxfa_block_parse("diag", &bl), MXFA_ERR_INVALID, NULL, "block_parse: an unknown block");
+    expect(mxfa_layout_parse("tiled", &lay), MXFA_ERR_INVALID, NULL, "layout_parse: an unknown layout");
+    expect(mxfa_format_parse("e3m4", &fmt), MXFA_ERR_INVALID, NULL, "format_parse: an unknown format");
+
+    /* a good call after all that works, and clears the message */
+    q = good_out();
+    ok(mxfa_quantize(ctx, &xt, MXFA_PRESET_RCEIL, &q) == MXFA_OK && mxfa_last_error(ctx)[0] == '\0',
+       "a valid call succeeds afterwards and clears the last error");
+    mxfa_close(ctx);
+    mxfa_close(NULL); /* a no-op; a crash here fails the plan */
+    return done_testing();
+}

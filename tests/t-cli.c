@@ -1,1 +1,284 @@
-int main(void){return 0;}
+/*
+ * The mxfa command-line program, run as a user would: the contract vectors
+ * byte for byte through `mxfa quantize` under every preset, the round trip
+ * through `mxfa dequantize` in both layouts, exit status 2 for usage errors
+ * and 1 for other failures, and no output file (nor temporary file) left
+ * behind by a failure; an existing output file survives a failed run.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "contract.h"
+#include "mxfa.h"
+#include "npy.h"
+#include "tap.h"
+
+static char mxfa_bin[1024], dir[1024], errtext[4096];
+
+/* Run mxfa with args (NULL-terminated); returns the exit status; stderr is
+ * captured into errtext, stdout discarded unless out != NULL. */
+static int run(const char *const *args, char *out, size_t outlen)
+{
+    char errpath[1100], outpath[1100];
+    snprintf(errpath, sizeof errpath, "%s/stderr.txt", dir);
+    snprintf(outpath, sizeof outpath, "%s/stdout.txt", dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        const char *argv[32];
+        int n = 0;
+        argv[n++] = mxfa_bin;
+        for (int i = 0; args[i] && n < 31; i++)
+            argv[n++] = args[i];
+        argv[n] = NULL;
+        int fe = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0644), fo = open(outpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fe, 2);
+        dup2(fo, 1);
+        execv(mxfa_bin, (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    FILE *f = fopen(errpath, "r");
+    size_t n = f ? fread(errtext, 1, sizeof errtext - 1, f) : 0;
+    errtext[n] = '\0';
+    if (f)
+        fclose(f);
+    if (out) {
+        f = fopen(outpath, "r");
+        n = f ? fread(out, 1, outlen - 1, f) : 0;
+        out[n] = '\0';
+        if (f)
+            fclose(f);
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static const char *path(const char *name)
+{
+    static char buf[128][1100];
+    static int k;
+    k = (k + 1) % 128;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+static int exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+/* No "*.tmp*" file is left in the directory. */
+static int no_temporaries(void)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int clean = 1;
+    while (d && (e = readdir(d)))
+        if (strstr(e->d_name, ".tmp"))
+            clean = 0;
+    if (d)
+        closedir(d);
+    return clean;
+}
+
+static void write_raw(const char *p, const void *bytes, size_t n)
+{
+    FILE *f = fopen(p, "wb");
+    fwrite(bytes, 1, n, f);
+    fclose(f);
+}
+
+static void write_npy(const char *p, npy_dtype dt, int ndim, const int64_t *shape, const void *data)
+{
+    char tmp[1200], err[256];
+    if (npy_write_temp(p, dt, ndim, shape, data, tmp, sizeof tmp, err, sizeof err) != MXFA_OK ||
+        npy_commit(tmp, p, err, sizeof err) != MXFA_OK)
+        printf("Bail out! %s\n", err);
+}
+
+static void expect_fail(const char *what, int want, const char *const *args, const char *must_not_exist)
+{
+    int rc = run(args, NULL, 0);
+    int clean = (!must_not_exist || !exists(must_not_exist)) && no_temporaries();
+    if (!ok(rc == want && errtext[0] != '\0' && clean, "%s: exit %d, a message, nothing left behind", what, want))
+        diag("exit %d, stderr '%s', %s", rc, errtext, clean ? "clean" : "LEFT FILES BEHIND");
+    else
+        diag("  stderr: %.*s", (int)strcspn(errtext, "\n"), errtext);
+}
+
+int main(void)
+{
+    const char *bdir = getenv("MXFA_BUILDDIR");
+    snprintf(mxfa_bin, sizeof mxfa_bin, "%s/tools/mxfa", bdir && *bdir ? bdir : "..");
+    if (access(mxfa_bin, X_OK) != 0)
+        skip_all("the mxfa program is not built");
+    snprintf(dir, sizeof dir, "t-cli.dir.XXXXXX");
+    if (!mkdtemp(dir)) {
+        printf("Bail out! cannot make a temporary directory\n");
+        return 1;
+    }
+
+    /* the contract vectors, one per row of a [n, 32] matrix */
+    contract_vec v[64];
+    int nv = contract_load(v, 64);
+    ok(nv >= 15, "read %d contract vectors", nv);
+    float *x = malloc((size_t)nv * 32 * sizeof *x);
+    for (int i = 0; i < nv; i++)
+        for (int j = 0; j < 32; j++)
+            x[i * 32 + j] = f32_of(j == 0 ? v[i].first : v[i].rest);
+    int64_t shape[2] = {nv, 32};
+    write_npy(path("in.npy"), NPY_F32, 2, shape, x);
+    for (int p = 0; p < 4; p++) {
+        const char *args[] = {"quantize", path("in.npy"), "--data", path("d.npy"), "--scales", path("s.npy"),
+                              "--preset", mxfa_preset_name((mxfa_preset)p), NULL};
+        int rc = run(args, NULL, 0);
+        npy_array d = {0}, s = {0};
+        char err[512];
+        int good = rc == 0 && npy_read(path("d.npy"), &d, err, sizeof err) == MXFA_OK &&
+                   npy_read(path("s.npy"), &s, err, sizeof err) == MXFA_OK && d.dtype == NPY_U8 && s.dtype == NPY_U8 &&
+                   d.ndim == 2 && d.shape[0] == nv && d.shape[1] == 32 && s.ndim == 2 && s.shape[0] == nv &&
+                   s.shape[1] == 1;
+        for (int i = 0; good && i < nv; i++) {
+            const uint8_t *dd = (const uint8_t *)d.data + i * 32;
+            good = ((const uint8_t *)s.data)[i] == v[i].scale[p] && dd[0] == v[i].elem0[p];
+            for (int j = 1; j < 32; j++)
+                good = good && dd[j] == v[i].elem_rest[p];
+            if (!good)
+                diag("vector %s: got scale 0x%02X element 0x%02X", v[i].name, ((const uint8_t *)s.data)[i], dd[0]);
+        }
+        if (!ok(good, "mxfa quantize --preset %s reproduces all %d contract vectors byte for byte",
+                mxfa_preset_name((mxfa_preset)p), nv))
+            diag("exit %d: %s", rc, errtext);
+        npy_free(&d);
+        npy_free(&s);
+    }
+
+    /* round trip through both layouts, for row and col blocks */
+    for (int b = 0; b < 2; b++) {
+        float y[64 * 40];
+        for (int i = 0; i < 64 * 40; i++)
+            y[i] = (float)ldexp((double)(int32_t)rng_next(), (int)rng_below(20) - 40);
+        int64_t ys[2] = {64, 40};
+        write_npy(path("y.npy"), NPY_F32, 2, ys, y);
+        const char *block = b ? "col" : "row";
+        const char *q1[] = {"quantize", path("y.npy"), "--data", path("yd.npy"), "--scales", path("ys.npy"), "--block",
+                            block, "--format", "e5m2", NULL};
+        const char *q2[] = {"quantize", path("y.npy"), "--data", path("yd2.npy"), "--scales", path("ysw.npy"), "--block",
+                            block, "--format", "e5m2", "--layout", "swizzled", NULL};
+        const char *d1[] = {"dequantize", "--data", path("yd.npy"), "--scales", path("ys.npy"), "--out", path("o1.npy"),
+                            "--block", block, "--format", "e5m2", NULL};
+        const char *d2[] = {"dequantize", "--data", path("yd2.npy"), "--scales", path("ysw.npy"), "--out",
+                            path("o2.npy"), "--block", block, "--format", "e5m2", "--layout", "swizzled", NULL};
+        npy_array o1 = {0}, o2 = {0}, sw = {0};
+        char err[512];
+        int good = run(q1, NULL, 0) == 0 && run(q2, NULL, 0) == 0 && run(d1, NULL, 0) == 0 && run(d2, NULL, 0) == 0 &&
+                   npy_read(path("o1.npy"), &o1, err, sizeof err) == MXFA_OK &&
+                   npy_read(path("o2.npy"), &o2, err, sizeof err) == MXFA_OK &&
+                   npy_read(path("ysw.npy"), &sw, err, sizeof err) == MXFA_OK && o1.count == 64 * 40 &&
+                   o2.count == 64 * 40 && memcmp(o1.data, o2.data, sizeof y) == 0 && sw.shape[0] == 128 &&
+                   sw.shape[1] == (b ? 4 : 4);
+        /* the dequantized values are within one E5M2 step (2^-2 relative) of the input */
+        for (int i = 0; good && i < 64 * 40; i++) {
+            float got = ((const float *)o1.data)[i];
+            good = fabs((double)got - y[i]) <= fabs((double)y[i]) * 0.125 + 1e-30;
+        }
+        if (!ok(good, "%s blocks: quantize + dequantize round trip, compact and swizzled layouts agree", block))
+            diag("%s", errtext);
+        npy_free(&o1);
+        npy_free(&o2);
+        npy_free(&sw);
+    }
+
+    /* usage errors: exit 2 */
+    const char *u1[] = {NULL};
+    const char *u2[] = {"frobnicate", NULL};
+    const char *u3[] = {"quantize", path("in.npy"), "--data", path("u.npy"), NULL};
+    const char *u4[] = {"quantize", path("in.npy"), "--data", path("u.npy"), "--scales", path("u2.npy"), "--preset", "nearest", NULL};
+    const char *u5[] = {"quantize", path("in.npy"), "--data", path("u.npy"), "--scales", path("u2.npy"), "--bogus", NULL};
+    const char *u6[] = {"quantize", path("in.npy"), "--data", path("u.npy"), "--scales", path("u2.npy"), "--block", "square", "--layout", "swizzled", NULL};
+    const char *u7[] = {"quantize", path("in.npy"), "--data", path("u.npy"), "--scales", path("u.npy"), NULL};
+    const char *u8[] = {"quantize", path("in.npy"), "--data", path("u.npy"), "--scales", path("u2.npy"), "--backend", "gpu9", NULL};
+    const char *u9[] = {"quantize", path("in.npy"), "--data", NULL};
+    expect_fail("no command", 2, u1, NULL);
+    expect_fail("an unknown command", 2, u2, NULL);
+    expect_fail("quantize without --scales", 2, u3, path("u.npy"));
+    expect_fail("an unknown preset", 2, u4, path("u.npy"));
+    expect_fail("an unknown option", 2, u5, path("u.npy"));
+    expect_fail("swizzled square scales", 2, u6, path("u.npy"));
+    expect_fail("--data and --scales the same file", 2, u7, path("u.npy"));
+    expect_fail("an unknown backend", 2, u8, path("u.npy"));
+    expect_fail("an option without its value", 2, u9, NULL);
+
+    /* failures: exit 1, nothing written */
+    float three[8] = {0};
+    int64_t s3[3] = {2, 2, 2};
+    write_npy(path("3d.npy"), NPY_F32, 3, s3, three);
+    uint8_t bytes[64] = {0};
+    int64_t s2[2] = {2, 32};
+    write_npy(path("u8.npy"), NPY_U8, 2, s2, bytes);
+    {
+        /* a truncated copy of in.npy */
+        FILE *f = fopen(path("in.npy"), "rb");
+        uint8_t buf[4096];
+        size_t n = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        write_raw(path("trunc.npy"), buf, n - 5);
+        write_raw(path("lying.npy"), "\x93NUMPY\x01\x00\xff\xff{'descr'", 18);
+    }
+    const char *cuda_needed = mxfa_backend_usable("cuda", NULL, 0) ? NULL : "cuda";
+    const char *f1[] = {"quantize", path("missing.npy"), "--data", path("f.npy"), "--scales", path("f2.npy"), NULL};
+    const char *f2[] = {"quantize", path("3d.npy"), "--data", path("f.npy"), "--scales", path("f2.npy"), NULL};
+    const char *f3[] = {"quantize", path("u8.npy"), "--data", path("f.npy"), "--scales", path("f2.npy"), NULL};
+    const char *f4[] = {"quantize", path("trunc.npy"), "--data", path("f.npy"), "--scales", path("f2.npy"), NULL};
+    const char *f5[] = {"quantize", path("lying.npy"), "--data", path("f.npy"), "--scales", path("f2.npy"), NULL};
+    const char *f6[] = {"quantize", path("in.npy"), "--data", path("f.npy"), "--scales", path("nodir/f2.npy"), NULL};
+    const char *f7[] = {"dequantize", "--data", path("u8.npy"), "--scales", path("u8.npy"), "--out", path("f.npy"), NULL};
+    const char *f8[] = {"quantize", path("in.npy"), "--data", path("f.npy"), "--scales", path("f2.npy"), "--backend", "cuda", NULL};
+    expect_fail("a missing input", 1, f1, path("f.npy"));
+    expect_fail("a 3-D input", 1, f2, path("f.npy"));
+    expect_fail("a uint8 input", 1, f3, path("f.npy"));
+    expect_fail("a truncated input", 1, f4, path("f.npy"));
+    expect_fail("a header length that lies", 1, f5, path("f.npy"));
+    expect_fail("an unwritable second output: the first is not left either", 1, f6, path("f.npy"));
+    expect_fail("dequantize with scales of the wrong shape", 1, f7, path("f.npy"));
+    if (cuda_needed)
+        expect_fail("--backend cuda where it is not usable (no fallback)", 1, f8, path("f.npy"));
+
+    /* an existing output survives a failed run */
+    write_raw(path("keep.npy"), "old", 3);
+    const char *k1[] = {"quantize", path("trunc.npy"), "--data", path("keep.npy"), "--scales", path("f2.npy"), NULL};
+    run(k1, NULL, 0);
+    {
+        FILE *f = fopen(path("keep.npy"), "rb");
+        char buf[8] = "";
+        size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+        if (f)
+            fclose(f);
+        ok(n == 3 && memcmp(buf, "old", 3) == 0, "an existing output file is untouched by a failed run");
+    }
+
+    /* info, help, version */
+    char out[4096];
+    const char *i1[] = {"info", NULL};
+    const char *i2[] = {"--version", NULL};
+    const char *i3[] = {"quantize", "--help", NULL};
+    ok(run(i1, out, sizeof out) == 0 && strstr(out, "ref") && strstr(out, "cpu features"), "mxfa info lists backends and CPU features");
+    ok(run(i2, out, sizeof out) == 0 && strstr(out, mxfa_version()), "mxfa --version prints %s", mxfa_version());
+    ok(run(i3, out, sizeof out) == 0 && strstr(out, "--preset"), "mxfa quantize --help describes the options");
+
+    /* clean up the directory */
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (e->d_name[0] != '.')
+            remove(path(e->d_name));
+    if (d)
+        closedir(d);
+    rmdir(dir);
+    free(x);
+    return done_testing();
+}
