@@ -1,6 +1,7 @@
 /* mxfa quantize / mxfa dequantize: MXFP8 from and to .npy files. */
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,8 @@ static const char quantize_help[] =
     "  --preset rceil|ocp|torchao-rceil|microxcaling    (default rceil)\n"
     "  --layout compact|swizzled                        (default compact)\n"
     "  --backend auto|ref|cpu|cuda                      (default auto)\n"
+    "  --stats         also print what quantization did to the values: scale range,\n"
+    "                  saturated and flushed elements, error of the round trip\n"
     "Outputs are written atomically: on any failure neither file is created.\n";
 
 static const char dequantize_help[] =
@@ -31,14 +34,15 @@ static const char dequantize_help[] =
     "  --format e4m3|e5m2  --block row|col|square  --layout compact|swizzled\n"
     "  --backend auto|ref|cpu|cuda\n";
 
-enum { OPT_DATA = 256, OPT_SCALES, OPT_OUT, OPT_FORMAT, OPT_BLOCK, OPT_PRESET, OPT_LAYOUT, OPT_BACKEND };
+enum { OPT_DATA = 256, OPT_SCALES, OPT_OUT, OPT_FORMAT, OPT_BLOCK, OPT_PRESET, OPT_LAYOUT, OPT_BACKEND, OPT_STATS };
 
 static const struct option long_options[] = {
     {"data", required_argument, NULL, OPT_DATA},     {"scales", required_argument, NULL, OPT_SCALES},
     {"out", required_argument, NULL, OPT_OUT},       {"format", required_argument, NULL, OPT_FORMAT},
     {"block", required_argument, NULL, OPT_BLOCK},   {"preset", required_argument, NULL, OPT_PRESET},
     {"layout", required_argument, NULL, OPT_LAYOUT}, {"backend", required_argument, NULL, OPT_BACKEND},
-    {"help", no_argument, NULL, 'h'},                {NULL, 0, NULL, 0},
+    {"stats", no_argument, NULL, OPT_STATS},         {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
 };
 
 typedef struct options {
@@ -47,7 +51,7 @@ typedef struct options {
     mxfa_block block;
     mxfa_preset preset;
     mxfa_layout layout;
-    int help;
+    int help, stats;
 } options;
 
 /* Parse the options of either command; returns 0 or an exit status. */
@@ -69,6 +73,7 @@ static int parse_options(const char *cmd, int argc, char **argv, options *o)
         case OPT_SCALES: o->scales = optarg; break;
         case OPT_OUT: o->out = optarg; break;
         case OPT_BACKEND: o->backend = optarg; break;
+        case OPT_STATS: o->stats = 1; break;
         case OPT_FORMAT: st = mxfa_format_parse(optarg, &o->format); break;
         case OPT_BLOCK: st = mxfa_block_parse(optarg, &o->block); break;
         case OPT_PRESET: st = mxfa_preset_parse(optarg, &o->preset); break;
@@ -140,6 +145,55 @@ static int read_matrix(const char *cmd, const char *what, const char *path, npy_
     return 0;
 }
 
+/* What quantization did: scale range, saturated and flushed elements, and
+ * the error of the round trip against the input (in double precision). */
+static int print_stats(const char *cmd, mxfa_ctx *ctx, const options *o, const mxfa_tensor *x, const mxfa_mx *q)
+{
+    int64_t rows = x->shape[0], cols = x->shape[1], n = rows * cols;
+    int64_t ns = q->scales.shape[0] * q->scales.shape[1];
+    float *y = malloc((size_t)n * sizeof *y);
+    if (!y)
+        return cli_error(cmd, "out of memory");
+    mxfa_tensor yt = mxfa_tensor_2d(y, MXFA_F32, rows, cols);
+    if (mxfa_dequantize(ctx, q, &yt) != MXFA_OK) {
+        free(y);
+        return cli_error(cmd, "%s", mxfa_last_error(ctx));
+    }
+    const float *xv = x->data;
+    const uint8_t *d = q->data.data, *s = q->scales.data;
+    uint8_t max_code = o->format == MXFA_E4M3 ? 0x7E : 0x7B;
+    int smin = 255, smax = 0;
+    for (int64_t i = 0; i < ns; i++) {
+        smin = s[i] < smin ? s[i] : smin;
+        smax = s[i] > smax ? s[i] : smax;
+    }
+    int64_t saturated = 0, flushed = 0, nonfinite = 0;
+    double err2 = 0, ref2 = 0, maxabs = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(xv[i]) || !isfinite(y[i])) {
+            nonfinite++;
+            continue;
+        }
+        saturated += (d[i] & 0x7F) == max_code;
+        flushed += xv[i] != 0 && (d[i] & 0x7F) == 0;
+        double e = (double)y[i] - (double)xv[i];
+        err2 += e * e;
+        ref2 += (double)xv[i] * xv[i];
+        maxabs = fabs(e) > maxabs ? fabs(e) : maxabs;
+    }
+    printf("quantized %lld x %lld float32 to %s with %s blocks (%s preset, %s backend)\n", (long long)rows,
+           (long long)cols, o->format == MXFA_E4M3 ? "E4M3" : "E5M2", mxfa_block_name(o->block),
+           mxfa_preset_name(o->preset), mxfa_backend_name(ctx));
+    printf("  scales:     %lld blocks, 2^%d .. 2^%d\n", (long long)ns, smin - 127, smax - 127);
+    printf("  elements:   %lld at the format's largest magnitude, %lld non-zero flushed to zero, %lld not finite\n",
+           (long long)saturated, (long long)flushed, (long long)nonfinite);
+    if (ref2 > 0)
+        printf("  round trip: relative L2 error %.4g, SQNR %.2f dB, max abs error %.4g\n", sqrt(err2 / ref2),
+               err2 > 0 ? 10 * log10(ref2 / err2) : INFINITY, maxabs);
+    free(y);
+    return 0;
+}
+
 int cmd_quantize(int argc, char **argv)
 {
     const char *cmd = "quantize";
@@ -192,6 +246,8 @@ int cmd_quantize(int argc, char **argv)
         }
     }
     int64_t dshape[2] = {rows, cols};
+    if (o.stats && (rc = print_stats(cmd, ctx, &o, &x, &q)))
+        goto done;
     rc = write_pair(cmd, o.data, NPY_U8, dshape, data, o.scales, NPY_U8, oshape, swizzled ? swizzled : scales);
 done:
     free(data);
