@@ -99,6 +99,14 @@ void mxfa_clear_error(mxfa_ctx *ctx);
 
 /* ---- argument checking (lib/check.c) ---- */
 
+/* Return the status of expr from the calling function unless it is MXFA_OK. */
+#define CHECK(expr)                                                                                \
+    do {                                                                                           \
+        mxfa_status st_ = (expr);                                                                  \
+        if (st_ != MXFA_OK)                                                                        \
+            return st_;                                                                            \
+    } while (0)
+
 /* Allowed dtypes as a bit mask of (1 << dtype). */
 #define DT(d) (1u << (d))
 

@@ -4,13 +4,6 @@
 
 #include "internal.h"
 
-#define CHECK(expr)                                                                                \
-    do {                                                                                           \
-        mxfa_status st_ = (expr);                                                                  \
-        if (st_ != MXFA_OK)                                                                        \
-            return st_;                                                                            \
-    } while (0)
-
 MXFA_API int64_t mxfa_swizzle_offset(int64_t r, int64_t c, int64_t sw_cols)
 {
     int64_t atom = (r / 128) * (sw_cols / 4) + c / 4;

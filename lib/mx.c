@@ -4,13 +4,6 @@
 
 #include "internal.h"
 
-#define CHECK(expr)                                                                                \
-    do {                                                                                           \
-        mxfa_status st_ = (expr);                                                                  \
-        if (st_ != MXFA_OK)                                                                        \
-            return st_;                                                                            \
-    } while (0)
-
 static mxfa_status check_ctx(mxfa_ctx *ctx, const char *fn)
 {
     if (!ctx)
