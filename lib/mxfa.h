@@ -147,8 +147,8 @@ typedef enum mxfa_overflow {
     MXFA_NONSAT = 1
 } mxfa_overflow;
 
-/* fp32 -> FP8, round to nearest, ties to even. NaN keeps its sign bit and
- * becomes 0x7F (E4M3) or 0x7F (E5M2) with that sign; -0 stays -0. */
+/* fp32 -> FP8, round to nearest, ties to even. NaN becomes the code 0x7F
+ * with the input's sign bit (0x7F or 0xFF) in both formats; -0 stays -0. */
 MXFA_API uint8_t mxfa_f32_to_e4m3(float x, mxfa_overflow overflow);
 MXFA_API uint8_t mxfa_f32_to_e5m2(float x, mxfa_overflow overflow);
 /* FP8 -> fp32, exact. */

@@ -5,6 +5,8 @@
  * X^T (same bytes, transposed), but X^T in row blocks needs the source: the
  * API refuses with MXFA_ERR_NEEDS_SOURCE and leaves the output alone.
  */
+#include <math.h>
+
 #include "mxfa.h"
 #include "tap.h"
 
@@ -12,12 +14,9 @@ static mxfa_ctx *ctx;
 
 static void random_matrix(float *x, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++) {
-        int e = (int)rng_below(24) - 12;
-        x[i] = (float)((double)(int32_t)rng_next() / 2147483648.0 * (e > 10 ? 1e30 : 1.0)) * (float)(1 << (e & 7));
-        if (rng_below(50) == 0)
-            x[i] = 0;
-    }
+    /* signed values over 2^-20 .. 2^20, with some zeros */
+    for (int64_t i = 0; i < n; i++)
+        x[i] = rng_below(50) == 0 ? 0.0f : (float)ldexp((double)(int32_t)rng_next(), (int)rng_below(40) - 51);
 }
 
 /* Quantize x [rows, cols] with block; data and scales malloc'ed. */
