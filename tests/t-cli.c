@@ -6,6 +6,7 @@
  * behind by a failure; an existing output file survives a failed run.
  */
 #include <dirent.h>
+#include <math.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
