@@ -143,6 +143,12 @@ static void view_span(const mxfa_view *v, uintptr_t *lo, uintptr_t *hi)
                             (int64_t)mxfa_dtype_size(v->dtype));
 }
 
+int mxfa_views_identical(const mxfa_view *a, const mxfa_view *b)
+{
+    return a->base == b->base && a->dtype == b->dtype && a->rows == b->rows && a->cols == b->cols &&
+           (a->rows == 1 || a->rs == b->rs) && (a->cols == 1 || a->cs == b->cs);
+}
+
 mxfa_status mxfa_check_disjoint(mxfa_ctx *ctx, const char *a_what, const mxfa_view *a,
                                 const char *b_what, const mxfa_view *b)
 {

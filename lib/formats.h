@@ -55,12 +55,30 @@ static inline uint32_t f32_unpack(uint32_t bits, int *exp)
 /* floor(log2 |x|) of a finite non-zero fp32, subnormals included. */
 int mxfa_f32_ilogb(uint32_t bits);
 
+typedef unsigned __int128 mxfa_u128;
+
+typedef enum f32_rounding {
+    F32_ROUND_NEAREST_EVEN = 0,
+    F32_ROUND_TOWARD_ZERO = 1
+} f32_rounding;
+
 /*
- * Round sig * 2^exp (sig > 0 or 0) to fp32, ties to even, with gradual
- * underflow and overflow to Inf; sign is 0 or 1. The one round-and-pack of
+ * Round sig * 2^exp to fp32 (sign 0 or 1), with gradual underflow. When
+ * `sticky` is set, the true magnitude is a little above sig * 2^exp (bits
+ * below it were non-zero); sig must then carry at least two bits below the
+ * result's last place, so that the remainder cannot reach half an ulp. Overflow gives
+ * Inf under nearest-even; under toward-zero it gives the largest finite
+ * value, or Inf when `rz_overflow_inf` is set. The one round-and-pack of
  * fp32 that integer-emulated arithmetic goes through.
  */
-uint32_t mxfa_f32_round_pack(uint32_t sign, uint64_t sig, int exp);
+uint32_t mxfa_f32_round_pack_wide(uint32_t sign, mxfa_u128 sig, int exp, int sticky, f32_rounding rounding,
+                                  int rz_overflow_inf);
+
+/* Nearest-even rounding of sig * 2^exp, the common case. */
+static inline uint32_t mxfa_f32_round_pack(uint32_t sign, uint64_t sig, int exp)
+{
+    return mxfa_f32_round_pack_wide(sign, sig, exp, 0, F32_ROUND_NEAREST_EVEN, 1);
+}
 
 /* ---- FP8 element formats as data ---- */
 typedef struct fp8_format {

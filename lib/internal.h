@@ -87,6 +87,12 @@ struct mxfa_backend {
     mxfa_status (*unswizzle)(mxfa_ctx *ctx, const uint8_t *swizzled, int64_t sw_rows,
                              int64_t sw_cols, int axis, const mxfa_segment *segs, int nsegs,
                              const mxfa_view *index);
+    /* D = A * B^T + C under a model; c may be NULL (zero) */
+    mxfa_status (*gemm)(mxfa_ctx *ctx, mxfa_model model, const mxfa_view *a, const mxfa_view *sa,
+                        const mxfa_view *b, const mxfa_view *sb, const mxfa_view *c, const mxfa_view *d);
+    /* a chain of single instructions along K; c may be NULL (zero) */
+    mxfa_status (*mma_chain)(mxfa_ctx *ctx, mxfa_instr instr, const mxfa_view *a, const mxfa_view *b,
+                             const mxfa_view *c, const mxfa_view *d);
 };
 
 extern const mxfa_backend mxfa_backend_ref;
@@ -120,6 +126,7 @@ mxfa_status mxfa_check_matrix(mxfa_ctx *ctx, const char *what, const mxfa_tensor
                               unsigned dtypes, int64_t rows, int64_t cols, int is_output,
                               mxfa_view *v);
 /* MXFA_ERR_ALIAS when the memory spans of two views overlap. */
+int mxfa_views_identical(const mxfa_view *a, const mxfa_view *b);
 mxfa_status mxfa_check_disjoint(mxfa_ctx *ctx, const char *a_what, const mxfa_view *a,
                                 const char *b_what, const mxfa_view *b);
 /* Checked arithmetic for sizes. */

@@ -344,6 +344,65 @@ MXFA_API mxfa_status mxfa_scales_gather(mxfa_ctx *ctx, const mxfa_tensor *swizzl
                                         mxfa_block block, int64_t cols,
                                         mxfa_tensor *compact);
 
+/* ------------------------------------------------------------------ */
+/* Block-scaled matrix products and tensor-core models                 */
+
+/*
+ * How a product's additions are carried out; docs/NUMERICS.md gives each
+ * model's definition and how it was checked.
+ *   ideal      exact sums of each 32-block, scaled, added into an fp32
+ *              accumulator with round-to-nearest-even, block by block in K order
+ *   sm100      Blackwell tcgen05.mma kind::mxf8f6f4.block_scale: scales added to
+ *              every product's exponent, the accumulator fused into each
+ *              32-product sum (taken from published models; not verified on
+ *              hardware here)
+ *   sm90-fp8   Hopper: one wgmma e4m3/e5m2 k32 per 32-block into a zero
+ *              accumulator, then acc = fma(partial, 2^(sa+sb), acc) in fp32
+ *   sm90-bf16  Hopper: operands widened to bf16 with their scales, wgmma bf16
+ *              k16 steps chained on the accumulator
+ */
+typedef enum mxfa_model {
+    MXFA_MODEL_IDEAL = 0,
+    MXFA_MODEL_SM100 = 1,
+    MXFA_MODEL_SM90_FP8 = 2,
+    MXFA_MODEL_SM90_BF16 = 3
+} mxfa_model;
+
+MXFA_API const char *mxfa_model_name(mxfa_model model);
+MXFA_API mxfa_status mxfa_model_parse(const char *name, mxfa_model *model);
+
+/*
+ * D = A * B^T + C. A is [M, K] and B is [N, K], both MXFP8 with row blocks
+ * (scales along K, compact layout, E4M3 or E5M2, the two formats may
+ * differ); when K is not a multiple of 32 the last block is padded with
+ * zeros. C is fp32 [M, N], or NULL for zero. D is fp32 [M, N]; it may be the
+ * very same view as C (in place), but must not overlap anything else.
+ */
+MXFA_API mxfa_status mxfa_gemm(mxfa_ctx *ctx, const mxfa_mx *a, const mxfa_mx *b, const mxfa_tensor *c,
+                               mxfa_model model, mxfa_tensor *d);
+
+/* Single tensor-core instructions, for testing kernels and hardware. */
+typedef enum mxfa_instr {
+    /* wgmma.mma_async ... .f32.e4m3|e5m2.e4m3|e5m2, K = 32 */
+    MXFA_INSTR_SM90_WGMMA_FP8 = 0,
+    /* wgmma.mma_async ... .f32.bf16.bf16, K = 16 */
+    MXFA_INSTR_SM90_WGMMA_BF16 = 1
+} mxfa_instr;
+
+/* The K of one instruction (32 or 16), or 0 for an unknown instruction. */
+MXFA_API int mxfa_instr_k(mxfa_instr instr);
+
+/*
+ * A chain of instructions along K: D = C, then for each K-step s of the
+ * instruction, D = instr(A[:, s], B[:, s], D), each step one fused sum of
+ * its products and the accumulator. A [M, K] and B [N, K] hold E4M3 or E5M2
+ * codes (fp8 instruction) or bf16 (bf16 instruction); K is a multiple of the
+ * instruction's K; C and D are fp32 [M, N] (C may be NULL for zero, and D
+ * may be the same view as C).
+ */
+MXFA_API mxfa_status mxfa_mma_chain(mxfa_ctx *ctx, mxfa_instr instr, const mxfa_tensor *a,
+                                    const mxfa_tensor *b, const mxfa_tensor *c, mxfa_tensor *d);
+
 #ifdef __cplusplus
 }
 #endif

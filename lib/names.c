@@ -7,6 +7,7 @@
 static const char *const block_names[] = {"row", "col", "square"};
 static const char *const preset_names[] = {"rceil", "ocp", "torchao-rceil", "microxcaling"};
 static const char *const layout_names[] = {"compact", "swizzled"};
+static const char *const model_names[] = {"ideal", "sm100", "sm90-fp8", "sm90-bf16"};
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -80,5 +81,19 @@ MXFA_API mxfa_status mxfa_format_parse(const char *name, mxfa_dtype *format)
     mxfa_status st = parse(formats, 2, "element format", name, &v);
     if (st == MXFA_OK)
         *format = v == 0 ? MXFA_E4M3 : MXFA_E5M2;
+    return st;
+}
+
+MXFA_API const char *mxfa_model_name(mxfa_model model)
+{
+    return name_of(model_names, COUNT(model_names), (int)model);
+}
+
+MXFA_API mxfa_status mxfa_model_parse(const char *name, mxfa_model *model)
+{
+    int v = 0;
+    mxfa_status st = parse(model_names, COUNT(model_names), "model", name, &v);
+    if (st == MXFA_OK)
+        *model = (mxfa_model)v;
     return st;
 }

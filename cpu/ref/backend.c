@@ -11,4 +11,6 @@ const mxfa_backend mxfa_backend_ref = {
     .expand = mxfa_ref_expand,
     .swizzle = mxfa_ref_swizzle,
     .unswizzle = mxfa_ref_unswizzle,
+    .gemm = mxfa_ref_gemm,
+    .mma_chain = mxfa_ref_mma_chain,
 };

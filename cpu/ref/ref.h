@@ -41,4 +41,9 @@ mxfa_status mxfa_ref_swizzle(mxfa_ctx *ctx, const mxfa_view *index, int axis, co
 mxfa_status mxfa_ref_unswizzle(mxfa_ctx *ctx, const uint8_t *swizzled, int64_t sw_rows, int64_t sw_cols,
                                int axis, const mxfa_segment *segs, int nsegs, const mxfa_view *index);
 
+mxfa_status mxfa_ref_gemm(mxfa_ctx *ctx, mxfa_model model, const mxfa_view *a, const mxfa_view *sa,
+                          const mxfa_view *b, const mxfa_view *sb, const mxfa_view *c, const mxfa_view *d);
+mxfa_status mxfa_ref_mma_chain(mxfa_ctx *ctx, mxfa_instr instr, const mxfa_view *a, const mxfa_view *b,
+                               const mxfa_view *c, const mxfa_view *d);
+
 #endif
