@@ -194,6 +194,69 @@ int main(void)
         npy_free(&sw);
     }
 
+    /* mxfa gemm on quantized files equals mxfa_gemm, byte for byte, per model */
+    {
+        enum { GM = 20, GN = 12, GK = 70 };
+        float xa[GM * GK], xb[GN * GK], xc[GM * GN];
+        for (int i = 0; i < GM * GK; i++)
+            xa[i] = (float)ldexp((double)(int32_t)rng_next(), (int)rng_below(12) - 36);
+        for (int i = 0; i < GN * GK; i++)
+            xb[i] = (float)ldexp((double)(int32_t)rng_next(), (int)rng_below(12) - 36);
+        for (int i = 0; i < GM * GN; i++)
+            xc[i] = (float)ldexp((double)(int32_t)rng_next(), -30);
+        int64_t sa_[2] = {GM, GK}, sb_[2] = {GN, GK}, sc_[2] = {GM, GN};
+        write_npy(path("ga.npy"), NPY_F32, 2, sa_, xa);
+        write_npy(path("gb.npy"), NPY_F32, 2, sb_, xb);
+        write_npy(path("gc.npy"), NPY_F32, 2, sc_, xc);
+        const char *qa[] = {"quantize", path("ga.npy"), "--data", path("qa.npy"), "--scales", path("qsa.npy"), NULL};
+        const char *qb[] = {"quantize", path("gb.npy"), "--data", path("qb.npy"), "--scales", path("qsb.npy"),
+                            "--format", "e5m2", NULL};
+        int good = run(qa, NULL, 0) == 0 && run(qb, NULL, 0) == 0;
+        npy_array A = {0}, SA = {0}, B = {0}, SB = {0};
+        char err[512];
+        good = good && npy_read(path("qa.npy"), &A, err, sizeof err) == MXFA_OK &&
+               npy_read(path("qsa.npy"), &SA, err, sizeof err) == MXFA_OK &&
+               npy_read(path("qb.npy"), &B, err, sizeof err) == MXFA_OK &&
+               npy_read(path("qsb.npy"), &SB, err, sizeof err) == MXFA_OK;
+        mxfa_ctx *ctx = NULL;
+        good = good && mxfa_open(&ctx, "ref") == MXFA_OK;
+        for (int m = 0; good && m < 4; m++) {
+            const char *g[] = {"gemm", "--a", path("qa.npy"), "--a-scales", path("qsa.npy"), "--b", path("qb.npy"),
+                               "--b-scales", path("qsb.npy"), "--format-b", "e5m2", "--c", path("gc.npy"), "--model",
+                               mxfa_model_name((mxfa_model)m), "--out", path("gd.npy"), NULL};
+            float want[GM * GN];
+            mxfa_mx am = {mxfa_tensor_2d(A.data, MXFA_E4M3, GM, GK), mxfa_tensor_2d(SA.data, MXFA_E8M0, GM, 3),
+                          MXFA_BLOCK_ROW, MXFA_LAYOUT_COMPACT};
+            mxfa_mx bm = {mxfa_tensor_2d(B.data, MXFA_E5M2, GN, GK), mxfa_tensor_2d(SB.data, MXFA_E8M0, GN, 3),
+                          MXFA_BLOCK_ROW, MXFA_LAYOUT_COMPACT};
+            mxfa_tensor ct = mxfa_tensor_2d(xc, MXFA_F32, GM, GN), wt = mxfa_tensor_2d(want, MXFA_F32, GM, GN);
+            npy_array D = {0};
+            int same = run(g, NULL, 0) == 0 && mxfa_gemm(ctx, &am, &bm, &ct, (mxfa_model)m, &wt) == MXFA_OK &&
+                       npy_read(path("gd.npy"), &D, err, sizeof err) == MXFA_OK && D.count == GM * GN &&
+                       memcmp(D.data, want, sizeof want) == 0;
+            if (!ok(same, "mxfa gemm --model %s equals mxfa_gemm on the same files", mxfa_model_name((mxfa_model)m)))
+                diag("%s", errtext);
+            npy_free(&D);
+        }
+        mxfa_close(ctx);
+        npy_free(&A);
+        npy_free(&SA);
+        npy_free(&B);
+        npy_free(&SB);
+        const char *g1[] = {"gemm", "--a", path("qa.npy"), "--a-scales", path("qsa.npy"), "--b", path("qb.npy"),
+                            "--b-scales", path("qsb.npy"), "--out", path("gx.npy"), NULL};
+        const char *g2[] = {"gemm", "--a", path("qa.npy"), "--a-scales", path("qsa.npy"), "--b", path("qa.npy"),
+                            "--b-scales", path("qsb.npy"), "--model", "ideal", "--out", path("gx.npy"), NULL};
+        const char *g3[] = {"gemm", "--a", path("qa.npy"), "--a-scales", path("qsa.npy"), "--b", path("gb.npy"),
+                            "--b-scales", path("qsb.npy"), "--model", "ideal", "--out", path("gx.npy"), NULL};
+        const char *g4[] = {"gemm", "--a", path("qa.npy"), "--a-scales", path("qsa.npy"), "--b", path("qb.npy"),
+                            "--b-scales", path("qsb.npy"), "--model", "sm95", "--out", path("gx.npy"), NULL};
+        expect_fail("gemm without --model", 2, g1, path("gx.npy"));
+        expect_fail("gemm with B's scales not matching B", 1, g2, path("gx.npy"));
+        expect_fail("gemm with a float32 B", 1, g3, path("gx.npy"));
+        expect_fail("gemm with an unknown model", 2, g4, path("gx.npy"));
+    }
+
     /* usage errors: exit 2 */
     const char *u1[] = {NULL};
     const char *u2[] = {"frobnicate", NULL};

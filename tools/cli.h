@@ -18,5 +18,6 @@ int cli_open(const char *cmd, const char *backend, mxfa_ctx **ctx);
 int cmd_info(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_dequantize(int argc, char **argv);
+int cmd_gemm(int argc, char **argv);
 
 #endif
