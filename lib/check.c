@@ -179,3 +179,105 @@ mxfa_status mxfa_check_cu_seqlens(mxfa_ctx *ctx, const int32_t *cu_seqlens, int 
                          batch, (int)cu_seqlens[batch], (long long)total);
     return MXFA_OK;
 }
+
+mxfa_status mxfa_check_tensor(mxfa_ctx *ctx, const char *what, const mxfa_tensor *t, unsigned dtypes, int ndim,
+                              const int64_t *shape, int is_output, mxfa_view_nd *v)
+{
+    if (!t)
+        return mxfa_fail(ctx, MXFA_ERR_NULL, "%s: tensor descriptor is NULL", what);
+    if (!t->data)
+        return mxfa_fail(ctx, MXFA_ERR_NULL, "%s: data pointer is NULL", what);
+    if (!dtype_known(t->dtype) || !(dtypes & DT(t->dtype)))
+        return mxfa_fail(ctx, MXFA_ERR_INVALID, "%s: dtype %s (%d) is not allowed here", what,
+                         mxfa_dtype_name(t->dtype), (int)t->dtype);
+    mxfa_status st = mxfa_check_memory(ctx, what, t);
+    if (st != MXFA_OK)
+        return st;
+    if (t->ndim != ndim)
+        return mxfa_fail(ctx, MXFA_ERR_SHAPE, "%s: expected %d dimensions, got %d", what, ndim, t->ndim);
+    int contiguous = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (t->shape[i] <= 0)
+            return mxfa_fail(ctx, MXFA_ERR_SHAPE, "%s: dimension %d has size %lld; sizes must be positive", what, i,
+                             (long long)t->shape[i]);
+        if (shape && shape[i] >= 0 && t->shape[i] != shape[i])
+            return mxfa_fail(ctx, MXFA_ERR_SHAPE, "%s: dimension %d has size %lld, expected %lld", what, i,
+                             (long long)t->shape[i], (long long)shape[i]);
+        contiguous &= t->stride[i] == 0;
+    }
+    v->base = t->data;
+    v->dtype = t->dtype;
+    v->ndim = ndim;
+    int64_t count = 1, last = 0, bytes;
+    for (int i = ndim - 1; i >= 0; i--) {
+        v->shape[i] = t->shape[i];
+        v->stride[i] = contiguous ? count : t->stride[i];
+        if (!mxfa_mul_ok(count, t->shape[i], &count))
+            return mxfa_fail(ctx, MXFA_ERR_OVERFLOW, "%s: the element count overflows", what);
+        if (v->stride[i] < 0 || (v->stride[i] == 0 && t->shape[i] > 1))
+            return mxfa_fail(ctx, MXFA_ERR_INVALID, "%s: stride %d (%lld) must be positive", what, i,
+                             (long long)v->stride[i]);
+        int64_t ext;
+        if (!mxfa_mul_ok(t->shape[i] - 1, v->stride[i], &ext) || !mxfa_add_ok(last, ext, &last))
+            return mxfa_fail(ctx, MXFA_ERR_OVERFLOW, "%s: strides overflow", what);
+    }
+    if (!mxfa_add_ok(last, 1, &last) || !mxfa_mul_ok(last, (int64_t)mxfa_dtype_size(t->dtype), &bytes) ||
+        (uint64_t)bytes > SIZE_MAX)
+        return mxfa_fail(ctx, MXFA_ERR_OVERFLOW, "%s: the memory span overflows", what);
+    if (is_output) {
+        /* no two elements share memory: sorted by stride, each stride steps
+         * over the whole extent of the smaller ones */
+        int order[MXFA_MAX_DIMS];
+        for (int i = 0; i < ndim; i++)
+            order[i] = i;
+        for (int i = 1; i < ndim; i++)
+            for (int j = i; j > 0 && v->stride[order[j]] < v->stride[order[j - 1]]; j--) {
+                int tmp = order[j];
+                order[j] = order[j - 1];
+                order[j - 1] = tmp;
+            }
+        int64_t span = 1;
+        for (int i = 0; i < ndim; i++) {
+            int d = order[i];
+            if (v->shape[d] == 1)
+                continue;
+            if (v->stride[d] < span)
+                return mxfa_fail(ctx, MXFA_ERR_ALIAS, "%s: its strides make elements overlap", what);
+            if (!mxfa_mul_ok(v->stride[d], v->shape[d], &span))
+                return mxfa_fail(ctx, MXFA_ERR_OVERFLOW, "%s: strides overflow", what);
+        }
+    }
+    return MXFA_OK;
+}
+
+static void span_nd(const mxfa_view_nd *v, uintptr_t *lo, uintptr_t *hi)
+{
+    int64_t last = 0;
+    for (int i = 0; i < v->ndim; i++)
+        last += (v->shape[i] - 1) * v->stride[i];
+    *lo = (uintptr_t)v->base;
+    *hi = *lo + (uintptr_t)((last + 1) * (int64_t)mxfa_dtype_size(v->dtype));
+}
+
+mxfa_status mxfa_check_disjoint_nd(mxfa_ctx *ctx, const char *a_what, const mxfa_view_nd *a, const char *b_what,
+                                   const mxfa_view_nd *b)
+{
+    uintptr_t alo, ahi, blo, bhi;
+    span_nd(a, &alo, &ahi);
+    span_nd(b, &blo, &bhi);
+    if (alo < bhi && blo < ahi)
+        return mxfa_fail(ctx, MXFA_ERR_ALIAS, "%s and %s share memory", a_what, b_what);
+    return MXFA_OK;
+}
+
+mxfa_view mxfa_view_slice(const mxfa_view_nd *v, int d0, int d1, int64_t offset, int64_t rows, int64_t cols)
+{
+    mxfa_view s;
+    s.base = (uint8_t *)v->base + (size_t)offset * mxfa_dtype_size(v->dtype);
+    s.dtype = v->dtype;
+    s.rows = rows;
+    s.cols = cols;
+    s.rs = v->stride[d0];
+    s.cs = v->stride[d1];
+    return s;
+}

@@ -29,6 +29,15 @@ static inline void *view_at(const mxfa_view *v, int64_t r, int64_t c)
     return (uint8_t *)v->base + (size_t)(r * v->rs + c * v->cs) * mxfa_dtype_size(v->dtype);
 }
 
+/* A validated view of up to MXFA_MAX_DIMS dimensions, strides in elements. */
+typedef struct mxfa_view_nd {
+    void *base;
+    mxfa_dtype dtype;
+    int ndim;
+    int64_t shape[MXFA_MAX_DIMS];
+    int64_t stride[MXFA_MAX_DIMS];
+} mxfa_view_nd;
+
 /* The same memory seen transposed. */
 static inline mxfa_view view_transposed(mxfa_view v)
 {
@@ -90,12 +99,31 @@ struct mxfa_backend {
     /* D = A * B^T + C under a model; c may be NULL (zero) */
     mxfa_status (*gemm)(mxfa_ctx *ctx, mxfa_model model, const mxfa_view *a, const mxfa_view *sa,
                         const mxfa_view *b, const mxfa_view *sb, const mxfa_view *c, const mxfa_view *d);
+    /* attention forward on checked views; p is complete (no zero defaults),
+     * cu_seqlens always given; lse may be NULL */
+    mxfa_status (*attn_fwd)(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_nd *q,
+                            const mxfa_view_nd *k, const mxfa_view_nd *v, const int32_t *cu_q, const int32_t *cu_k,
+                            int batch, const mxfa_view_nd *o, const mxfa_view_nd *lse);
     /* a chain of single instructions along K; c may be NULL (zero) */
     mxfa_status (*mma_chain)(mxfa_ctx *ctx, mxfa_instr instr, const mxfa_view *a, const mxfa_view *b,
                              const mxfa_view *c, const mxfa_view *d);
 };
 
 extern const mxfa_backend mxfa_backend_ref;
+
+/* The float64 truth of attention (cpu/ref/attn_truth.c), on checked views. */
+mxfa_status mxfa_truth_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_nd *q,
+                                const mxfa_view_nd *k, const mxfa_view_nd *v, const int32_t *cu_q,
+                                const int32_t *cu_k, int batch, const mxfa_view_nd *o, const mxfa_view_nd *lse);
+
+/* Element access of an N-D view: a pointer to element idx. */
+static inline void *view_nd_at(const mxfa_view_nd *v, const int64_t *idx)
+{
+    int64_t off = 0;
+    for (int i = 0; i < v->ndim; i++)
+        off += idx[i] * v->stride[i];
+    return (uint8_t *)v->base + (size_t)off * mxfa_dtype_size(v->dtype);
+}
 
 /* Record a failure on ctx (or, for ctx == NULL, on this thread) and return
  * status, so that checks read `return mxfa_fail(ctx, MXFA_ERR_..., "...")`. */
@@ -125,6 +153,17 @@ void mxfa_clear_error(mxfa_ctx *ctx);
 mxfa_status mxfa_check_matrix(mxfa_ctx *ctx, const char *what, const mxfa_tensor *t,
                               unsigned dtypes, int64_t rows, int64_t cols, int is_output,
                               mxfa_view *v);
+/*
+ * The same for a tensor of `ndim` dimensions whose shape must equal `shape`
+ * (entries -1 accept any positive size; a NULL shape accepts any).
+ */
+mxfa_status mxfa_check_tensor(mxfa_ctx *ctx, const char *what, const mxfa_tensor *t, unsigned dtypes, int ndim,
+                              const int64_t *shape, int is_output, mxfa_view_nd *v);
+mxfa_status mxfa_check_disjoint_nd(mxfa_ctx *ctx, const char *a_what, const mxfa_view_nd *a, const char *b_what,
+                                   const mxfa_view_nd *b);
+/* A 2-D view of dimensions d0 and d1 of v at the given offset (elements). */
+mxfa_view mxfa_view_slice(const mxfa_view_nd *v, int d0, int d1, int64_t offset, int64_t rows, int64_t cols);
+
 /* MXFA_ERR_ALIAS when the memory spans of two views overlap. */
 int mxfa_views_identical(const mxfa_view *a, const mxfa_view *b);
 mxfa_status mxfa_check_disjoint(mxfa_ctx *ctx, const char *a_what, const mxfa_view *a,

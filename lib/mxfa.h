@@ -403,6 +403,93 @@ MXFA_API int mxfa_instr_k(mxfa_instr instr);
 MXFA_API mxfa_status mxfa_mma_chain(mxfa_ctx *ctx, mxfa_instr instr, const mxfa_tensor *a,
                                     const mxfa_tensor *b, const mxfa_tensor *c, mxfa_tensor *d);
 
+/* ------------------------------------------------------------------ */
+/* The softmax's exp2 and log2                                         */
+
+/*
+ * The library's own exp2 and log2, bit-identical on every backend (integer
+ * range reduction, a fixed polynomial with explicit fma). exp2: +Inf for
+ * x >= 128, +0 for x < -126 (results below 2^-126 are flushed to +0), NaN
+ * for NaN. log2: -Inf for +-0, NaN for negative x and NaN, +Inf for +Inf.
+ * Their measured accuracy is in docs/NUMERICS.md.
+ */
+MXFA_API float mxfa_exp2(float x);
+MXFA_API float mxfa_log2(float x);
+
+/* ------------------------------------------------------------------ */
+/* Attention                                                           */
+
+/* How P (the softmax numerators, in [0, 256]) is quantized to E4M3. */
+typedef enum mxfa_p_scale {
+    MXFA_P_CONST = 0,  /* one fixed scale 2^-8 (byte 0x77) for all of P */
+    MXFA_P_DYNAMIC = 1 /* row blocks of 32 keys, scale by the rceil rule */
+} mxfa_p_scale;
+
+typedef enum mxfa_causal {
+    MXFA_CAUSAL_NONE = 0,
+    /* causal, bottom-right aligned, leak-free: a query never depends on a
+     * later key, not even through a block scale (key blocks that cross the
+     * diagonal of a query tile multiply P by V in bf16) */
+    MXFA_CAUSAL = 1,
+    /* causal with V scaled per 32 keys across the diagonal, as published
+     * kernels do: the scale of the block holding key i also depends on later
+     * keys. For studies of that leak. */
+    MXFA_CAUSAL_PLAIN = 2
+} mxfa_causal;
+
+typedef struct mxfa_attn_params {
+    mxfa_model model;      /* the MMA numerics (default sm100) */
+    mxfa_preset preset;    /* scale rule for Q, K and V (default rceil) */
+    mxfa_p_scale p_scale;  /* default MXFA_P_CONST */
+    mxfa_causal causal;    /* default MXFA_CAUSAL_NONE */
+    float softmax_scale;   /* 0: D^-1/2 */
+    int block_m, block_n;  /* query and key tile sizes, multiples of 32 (0: 128) */
+} mxfa_attn_params;
+
+MXFA_API void mxfa_attn_params_default(mxfa_attn_params *p);
+MXFA_API const char *mxfa_p_scale_name(mxfa_p_scale p);
+MXFA_API mxfa_status mxfa_p_scale_parse(const char *name, mxfa_p_scale *p);
+
+/*
+ * MXFP8 attention forward (docs/NUMERICS.md section 6).
+ *   q: [tokens_q, Hq, D], k and v: [tokens_k, Hkv, D], MXFA_F32 or MXFA_BF16;
+ *      Hq a multiple of Hkv (GQA, MQA); D = 64, 128 or 256.
+ *   cu_seqlens_q, cu_seqlens_k: batch + 1 token offsets of the sequences
+ *      (both NULL with batch 1: one sequence of all tokens).
+ *   o: [tokens_q, Hq, D], MXFA_F32 or MXFA_BF16.
+ *   lse: [tokens_q, Hq] MXFA_F32 (natural log of the softmax denominator,
+ *      with the scale), or NULL. A query that sees no key gets O = 0 and
+ *      LSE = -Inf.
+ */
+MXFA_API mxfa_status mxfa_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
+                                   const mxfa_tensor *k, const mxfa_tensor *v, const int32_t *cu_seqlens_q,
+                                   const int32_t *cu_seqlens_k, int batch, mxfa_tensor *o, mxfa_tensor *lse);
+
+/*
+ * The truth: the same attention in float64 without any quantization
+ * (softmax_scale, causal and the sequences as in p; its model, preset,
+ * p_scale and tiles are ignored). o is MXFA_F64 [tokens_q, Hq, D], lse
+ * MXFA_F64 [tokens_q, Hq] or NULL.
+ */
+MXFA_API mxfa_status mxfa_attn_fwd_f64(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
+                                       const mxfa_tensor *k, const mxfa_tensor *v, const int32_t *cu_seqlens_q,
+                                       const int32_t *cu_seqlens_k, int batch, mxfa_tensor *o, mxfa_tensor *lse);
+
+/* Error metrics of a result against a reference (SPEC section 8). */
+typedef struct mxfa_metrics {
+    double rel_l2;   /* |out - ref|_2 / |ref|_2 */
+    double max_abs;  /* max |out - ref| */
+    double cosine;   /* <out, ref> / (|out| |ref|) */
+    double sqnr_db;  /* 10 log10(|ref|^2 / |out - ref|^2) */
+    int64_t count;   /* elements compared (both finite) */
+    int64_t skipped; /* pairs equal and not finite (for example -Inf LSE of empty rows) */
+    int64_t mismatched_nonfinite; /* pairs where one side is not finite and they differ */
+} mxfa_metrics;
+
+/* Compare out with ref: tensors of the same shape (any ndim up to 4), each
+ * MXFA_F32, MXFA_BF16 or MXFA_F64, in host memory. */
+MXFA_API mxfa_status mxfa_compare(const mxfa_tensor *out, const mxfa_tensor *ref, mxfa_metrics *m);
+
 #ifdef __cplusplus
 }
 #endif

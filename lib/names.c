@@ -8,6 +8,7 @@ static const char *const block_names[] = {"row", "col", "square"};
 static const char *const preset_names[] = {"rceil", "ocp", "torchao-rceil", "microxcaling"};
 static const char *const layout_names[] = {"compact", "swizzled"};
 static const char *const model_names[] = {"ideal", "sm100", "sm90-fp8", "sm90-bf16"};
+static const char *const p_scale_names[] = {"const", "dynamic"};
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -95,5 +96,19 @@ MXFA_API mxfa_status mxfa_model_parse(const char *name, mxfa_model *model)
     mxfa_status st = parse(model_names, COUNT(model_names), "model", name, &v);
     if (st == MXFA_OK)
         *model = (mxfa_model)v;
+    return st;
+}
+
+MXFA_API const char *mxfa_p_scale_name(mxfa_p_scale p)
+{
+    return name_of(p_scale_names, COUNT(p_scale_names), (int)p);
+}
+
+MXFA_API mxfa_status mxfa_p_scale_parse(const char *name, mxfa_p_scale *p)
+{
+    int v = 0;
+    mxfa_status st = parse(p_scale_names, COUNT(p_scale_names), "P scaling", name, &v);
+    if (st == MXFA_OK)
+        *p = (mxfa_p_scale)v;
     return st;
 }

@@ -257,6 +257,66 @@ int main(void)
         expect_fail("gemm with an unknown model", 2, g4, path("gx.npy"));
     }
 
+    /* mxfa attn equals mxfa_attn_fwd on the same files; --compare-ideal prints the metrics */
+    {
+        enum { AT = 70, AH = 2, AD = 64 };
+        static float aq[AT * AH * AD], ak[AT * AH * AD], av[AT * AH * AD], want[AT * AH * AD], wl[AT * AH];
+        for (int i = 0; i < AT * AH * AD; i++) {
+            aq[i] = (float)ldexp((double)(int32_t)rng_next(), -31);
+            ak[i] = (float)ldexp((double)(int32_t)rng_next(), -31);
+            av[i] = (float)ldexp((double)(int32_t)rng_next(), -31);
+        }
+        int64_t shp[3] = {AT, AH, AD};
+        write_npy(path("aq.npy"), NPY_F32, 3, shp, aq);
+        write_npy(path("ak.npy"), NPY_F32, 3, shp, ak);
+        write_npy(path("av.npy"), NPY_F32, 3, shp, av);
+        const char *a1[] = {"attn", "--q", path("aq.npy"), "--k", path("ak.npy"), "--v", path("av.npy"), "--out",
+                            path("ao.npy"), "--lse", path("al.npy"), "--causal", "--model", "sm90-fp8",
+                            "--cu-seqlens-q", "0,30,70", "--cu-seqlens-k", "0,40,70", "--compare-ideal", NULL};
+        char out[4096];
+        int rc = run(a1, out, sizeof out);
+        mxfa_ctx *ctx = NULL;
+        mxfa_attn_params p;
+        mxfa_attn_params_default(&p);
+        p.causal = MXFA_CAUSAL;
+        p.model = MXFA_MODEL_SM90_FP8;
+        int32_t cq[3] = {0, 30, 70}, ck[3] = {0, 40, 70};
+        mxfa_tensor Q = {aq, MXFA_F32, MXFA_MEM_HOST, 3, {AT, AH, AD}, {0}}, K = Q, V = Q;
+        K.data = ak;
+        V.data = av;
+        mxfa_tensor O = {want, MXFA_F32, MXFA_MEM_HOST, 3, {AT, AH, AD}, {0}};
+        mxfa_tensor L = {wl, MXFA_F32, MXFA_MEM_HOST, 2, {AT, AH}, {0}};
+        npy_array o = {0}, l = {0};
+        char err[512];
+        int good = rc == 0 && mxfa_open(&ctx, "ref") == MXFA_OK &&
+                   mxfa_attn_fwd(ctx, &p, &Q, &K, &V, cq, ck, 2, &O, &L) == MXFA_OK &&
+                   npy_read(path("ao.npy"), &o, err, sizeof err) == MXFA_OK &&
+                   npy_read(path("al.npy"), &l, err, sizeof err) == MXFA_OK && o.ndim == 3 && o.count == AT * AH * AD &&
+                   l.ndim == 2 && l.count == AT * AH && memcmp(o.data, want, sizeof want) == 0 &&
+                   memcmp(l.data, wl, sizeof wl) == 0;
+        if (!ok(good, "mxfa attn (jagged, causal, sm90-fp8) writes the bits of mxfa_attn_fwd"))
+            diag("exit %d: %s", rc, errtext);
+        ok(rc == 0 && strstr(out, "rel L2") && strstr(out, "SQNR") && strstr(out, "LSE"),
+           "mxfa attn --compare-ideal prints the error metrics of O and LSE");
+        npy_free(&o);
+        npy_free(&l);
+        mxfa_close(ctx);
+        const char *e1[] = {"attn", "--q", path("aq.npy"), "--k", path("ak.npy"), "--v", path("av.npy"), NULL};
+        const char *e2[] = {"attn", "--q", path("aq.npy"), "--k", path("ak.npy"), "--v", path("av.npy"), "--out",
+                            path("ax.npy"), "--cu-seqlens-q", "0,30,71", "--cu-seqlens-k", "0,40,70", NULL};
+        const char *e3[] = {"attn", "--q", path("ga.npy"), "--k", path("ak.npy"), "--v", path("av.npy"), "--out",
+                            path("ax.npy"), NULL};
+        const char *e4[] = {"attn", "--q", path("aq.npy"), "--k", path("ak.npy"), "--v", path("av.npy"), "--out",
+                            path("ax.npy"), "--cu-seqlens-q", "0,x", "--cu-seqlens-k", "0,70", NULL};
+        const char *e5[] = {"attn", "--q", path("aq.npy"), "--k", path("ak.npy"), "--v", path("av.npy"), "--out",
+                            path("ax.npy"), "--lse", path("nodir/al.npy"), NULL};
+        expect_fail("attn without --out", 2, e1, NULL);
+        expect_fail("attn with cu_seqlens that do not match Q", 1, e2, path("ax.npy"));
+        expect_fail("attn with a 2-D Q", 1, e3, path("ax.npy"));
+        expect_fail("attn with a malformed offset list", 2, e4, path("ax.npy"));
+        expect_fail("attn with an unwritable LSE: O is not left either", 1, e5, path("ax.npy"));
+    }
+
     /* usage errors: exit 2 */
     const char *u1[] = {NULL};
     const char *u2[] = {"frobnicate", NULL};

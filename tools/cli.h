@@ -19,5 +19,6 @@ int cmd_info(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_dequantize(int argc, char **argv);
 int cmd_gemm(int argc, char **argv);
+int cmd_attn(int argc, char **argv);
 
 #endif

@@ -13,6 +13,7 @@ static const struct {
     {"info", cmd_info, "version, backends, CPU features and GPUs"},
     {"quantize", cmd_quantize, "quantize a float32 .npy matrix to MXFP8 (data and scales)"},
     {"dequantize", cmd_dequantize, "turn MXFP8 data and scales back into float32"},
+    {"attn", cmd_attn, "MXFP8 attention forward, with its error against float64"},
     {"gemm", cmd_gemm, "D = A * B^T + C for MXFP8 A and B under a tensor-core model"},
 };
 

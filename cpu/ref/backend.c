@@ -13,4 +13,5 @@ const mxfa_backend mxfa_backend_ref = {
     .unswizzle = mxfa_ref_unswizzle,
     .gemm = mxfa_ref_gemm,
     .mma_chain = mxfa_ref_mma_chain,
+    .attn_fwd = mxfa_ref_attn_fwd,
 };

@@ -17,13 +17,80 @@ static uint8_t load_u8(const mxfa_view *v, int64_t r, int64_t c)
     return *(const uint8_t *)view_at(v, r, c);
 }
 
-/* An MXFP8 element widened with its scale to bf16, as the sm90-bf16 model
+/* An operand widened with its scale exponent to bf16, as the sm90-bf16 model
  * feeds the tensor cores: the exact value rounded once to nearest even
  * (exact unless beyond bf16's range); a NaN scale gives NaN. */
-static mma_operand widen_bf16(const fp8_format *fmt, uint8_t code, uint8_t scale)
+static mma_operand widen_bf16(const mma_operand *x, int scale_exp, int nan_scale)
 {
-    uint32_t v = scale == 0xFF ? F32_QNAN : mxfa_fp8_decode(fmt, code, (int)scale - 127);
+    uint32_t v;
+    if (nan_scale || x->cls == MMA_NAN)
+        v = F32_QNAN;
+    else if (x->cls == MMA_INF)
+        v = ((uint32_t)x->sign << 31) | F32_INF;
+    else if (x->cls == MMA_ZERO)
+        v = (uint32_t)x->sign << 31;
+    else /* at most 8 significant bits: fp32 holds it exactly unless far below bf16's range */
+        v = mxfa_f32_round_pack((uint32_t)x->sign, x->sig, x->raw - x->frac_bits + scale_exp);
     return mxfa_mma_operand_bf16(mxfa_f32_bits_to_bf16(v));
+}
+
+uint32_t mxfa_mma_block(const mma_model_def *m, const mma_operand *a, int sa, int a_nan, const mma_operand *b,
+                        int sb, int b_nan, int n, uint32_t acc)
+{
+    const mma_step *step = m->step;
+    int nan_scale = a_nan || b_nan, scale_exp = sa + sb;
+    mma_term terms[33];
+    switch (m->scaling) {
+    case MMA_SCALE_AT_PROMOTION: {
+        for (int k = 0; k < n; k++)
+            terms[k] = mxfa_mma_product(&a[k], &b[k], 0);
+        mma_term partial;
+        uint32_t bits = mxfa_mma_fused(step, terms, n, &partial);
+        if (step->sum_bits != MMA_EXACT)
+            partial = mxfa_mma_f32_term(bits);
+        if (nan_scale)
+            partial.cls = MMA_NAN;
+        return mxfa_mma_promote(&partial, scale_exp, acc);
+    }
+    case MMA_SCALE_IN_EXPONENT:
+        for (int k = 0; k < n; k++) {
+            terms[k] = mxfa_mma_product(&a[k], &b[k], scale_exp);
+            if (nan_scale)
+                terms[k].cls = MMA_NAN;
+        }
+        terms[n] = mxfa_mma_f32_term(acc);
+        return mxfa_mma_fused(step, terms, n + 1, NULL);
+    case MMA_SCALE_INTO_BF16: {
+        mma_operand wa[32], wb[32];
+        for (int k = 0; k < n; k++) {
+            wa[k] = widen_bf16(&a[k], sa, a_nan);
+            wb[k] = widen_bf16(&b[k], sb, b_nan);
+        }
+        return mxfa_mma_bf16_steps(m, wa, wb, n, acc);
+    }
+    }
+    return acc;
+}
+
+uint32_t mxfa_mma_bf16_steps(const mma_model_def *m, const mma_operand *a, const mma_operand *b, int n, uint32_t acc)
+{
+    const mma_step *step = m->bf16_step;
+    mma_term terms[33];
+    if (step->sum_bits == MMA_EXACT) { /* ideal: the exact sum, added with one rounding */
+        for (int k = 0; k < n; k++)
+            terms[k] = mxfa_mma_product(&a[k], &b[k], 0);
+        mma_term exact;
+        mxfa_mma_fused(step, terms, n, &exact);
+        return mxfa_mma_promote(&exact, 0, acc);
+    }
+    for (int g = 0; g < n; g += step->group) {
+        int cnt = 0;
+        for (int k = g; k < g + step->group && k < n; k++)
+            terms[cnt++] = mxfa_mma_product(&a[k], &b[k], 0);
+        terms[cnt++] = mxfa_mma_f32_term(acc);
+        acc = mxfa_mma_fused(step, terms, cnt, NULL);
+    }
+    return acc;
 }
 
 /* One output element of D = A * B^T + C under a model. */
@@ -31,58 +98,16 @@ static uint32_t gemm_element(const mma_model_def *m, const fp8_format *fa, const
                              const mxfa_view *sa, const mxfa_view *b, const mxfa_view *sb, int64_t i, int64_t j,
                              uint32_t acc)
 {
-    const mma_step *step = m->step;
     int64_t K = a->cols;
-    mma_term terms[33];
+    mma_operand x[32], y[32];
     for (int64_t k0 = 0; k0 < K; k0 += 32) {
         uint8_t s_a = load_u8(sa, i, k0 / 32), s_b = load_u8(sb, j, k0 / 32);
-        int nan_scale = s_a == 0xFF || s_b == 0xFF;
-        int scale_exp = (int)s_a + (int)s_b - 254;
-        int64_t kend = k0 + 32 < K ? k0 + 32 : K; /* beyond K: zero padding, which adds nothing */
-        switch (m->scaling) {
-        case MMA_SCALE_AT_PROMOTION: {
-            int n = 0;
-            for (int64_t k = k0; k < kend; k++) {
-                mma_operand x = mxfa_mma_operand_fp8(fa, load_u8(a, i, k));
-                mma_operand y = mxfa_mma_operand_fp8(fb, load_u8(b, j, k));
-                terms[n++] = mxfa_mma_product(&x, &y, 0);
-            }
-            mma_term partial;
-            uint32_t bits = mxfa_mma_fused(step, terms, n, &partial);
-            if (step->sum_bits != MMA_EXACT)
-                partial = mxfa_mma_f32_term(bits);
-            if (nan_scale)
-                partial.cls = MMA_NAN;
-            acc = mxfa_mma_promote(&partial, scale_exp, acc);
-            break;
+        int n = 0;
+        for (int64_t k = k0; k < k0 + 32 && k < K; k++, n++) { /* beyond K: zero padding, which adds nothing */
+            x[n] = mxfa_mma_operand_fp8(fa, load_u8(a, i, k));
+            y[n] = mxfa_mma_operand_fp8(fb, load_u8(b, j, k));
         }
-        case MMA_SCALE_IN_EXPONENT: {
-            int n = 0;
-            for (int64_t k = k0; k < kend; k++) {
-                mma_operand x = mxfa_mma_operand_fp8(fa, load_u8(a, i, k));
-                mma_operand y = mxfa_mma_operand_fp8(fb, load_u8(b, j, k));
-                terms[n] = mxfa_mma_product(&x, &y, scale_exp);
-                if (nan_scale)
-                    terms[n].cls = MMA_NAN;
-                n++;
-            }
-            terms[n++] = mxfa_mma_f32_term(acc);
-            acc = mxfa_mma_fused(step, terms, n, NULL);
-            break;
-        }
-        case MMA_SCALE_INTO_BF16:
-            for (int64_t g0 = k0; g0 < kend; g0 += step->group) {
-                int n = 0;
-                for (int64_t k = g0; k < g0 + step->group && k < kend; k++) {
-                    mma_operand x = widen_bf16(fa, load_u8(a, i, k), s_a);
-                    mma_operand y = widen_bf16(fb, load_u8(b, j, k), s_b);
-                    terms[n++] = mxfa_mma_product(&x, &y, 0);
-                }
-                terms[n++] = mxfa_mma_f32_term(acc);
-                acc = mxfa_mma_fused(step, terms, n, NULL);
-            }
-            break;
-        }
+        acc = mxfa_mma_block(m, x, (int)s_a - 127, s_a == 0xFF, y, (int)s_b - 127, s_b == 0xFF, n, acc);
     }
     return acc;
 }

@@ -71,6 +71,9 @@ typedef enum mma_scaling {
 typedef struct mma_model_def {
     const mma_step *step;
     mma_scaling scaling;
+    /* the step used where bf16 operands are multiplied (sm90-bf16, and the
+     * diagonal key blocks of leak-free causal attention) */
+    const mma_step *bf16_step;
 } mma_model_def;
 
 extern const mma_step mxfa_step_sm90_wgmma_fp8;
@@ -99,6 +102,16 @@ uint32_t mxfa_mma_fused(const mma_step *step, const mma_term *terms, int n, mma_
 /* acc + value * 2^scale_exp, rounded once to fp32 (nearest even): the
  * promotion of a partial sum on the CUDA cores (an fma with a power of two). */
 uint32_t mxfa_mma_promote(const mma_term *value, int scale_exp, uint32_t acc);
+
+/*
+ * One block of up to 32 products a[k] * b[k] with their scale exponents
+ * (a_nan, b_nan: the scale is NaN), accumulated into acc as the model does.
+ */
+uint32_t mxfa_mma_block(const mma_model_def *m, const mma_operand *a, int sa, int a_nan, const mma_operand *b,
+                        int sb, int b_nan, int n, uint32_t acc);
+
+/* n bf16 products accumulated into acc by the model's bf16 step. */
+uint32_t mxfa_mma_bf16_steps(const mma_model_def *m, const mma_operand *a, const mma_operand *b, int n, uint32_t acc);
 
 #define MMA_NAN_BITS 0x7FFFFFFFu /* the canonical NaN of the products */
 

@@ -1,0 +1,344 @@
+/*
+ * MXFP8 attention forward, the executable specification (docs/NUMERICS.md
+ * section 6). Plain loops over sequences, heads, query tiles and key tiles,
+ * in the order a tiled kernel works, because the order of the additions is
+ * part of the result.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "mma.h"
+
+#define LOG2E_BITS 0x3FB8AA3Bu /* fl(log2 e) */
+#define LN2_BITS 0x3F317218u   /* fl(ln 2) */
+
+/* One matrix of a head quantized and decoded: operands [rows][cols] and a
+ * scale exponent (with a NaN flag) per 32-block. */
+typedef struct mx_head {
+    mma_operand *x;
+    int *sexp;
+    uint8_t *snan;
+    int64_t rows, cols;
+} mx_head;
+
+static void mx_head_free(mx_head *h)
+{
+    free(h->x);
+    free(h->sexp);
+    free(h->snan);
+}
+
+/*
+ * Quantize a [rows, cols] slice with `block` (row: scales along cols; col:
+ * scales along rows, one segment) and decode it. For col blocks the result
+ * is stored transposed ([cols][rows]) so that the keys run along each
+ * operand row, as the P * V product reads them.
+ */
+static mxfa_status quantize_head(mxfa_ctx *ctx, const mxfa_view *src, mxfa_block block, mxfa_preset preset,
+                                 mx_head *h)
+{
+    int64_t rows = src->rows, cols = src->cols, sr, sc;
+    mxfa_scales_shape(block, rows, cols, &sr, &sc);
+    uint8_t *data = malloc((size_t)(rows * cols)), *scales = malloc((size_t)(sr * sc));
+    int transpose = block == MXFA_BLOCK_COL;
+    h->rows = transpose ? cols : rows;
+    h->cols = transpose ? rows : cols;
+    h->x = malloc((size_t)(rows * cols) * sizeof *h->x);
+    h->sexp = malloc((size_t)(sr * sc) * sizeof *h->sexp);
+    h->snan = malloc((size_t)(sr * sc));
+    if (!data || !scales || !h->x || !h->sexp || !h->snan) {
+        free(data);
+        free(scales);
+        mx_head_free(h);
+        return mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "attention: out of memory quantizing a head");
+    }
+    mxfa_view dv = {data, MXFA_E4M3, rows, cols, cols, 1}, sv = {scales, MXFA_E8M0, sr, sc, sc, 1};
+    mxfa_segment seg = {0, rows, 0};
+    mxfa_ref_quantize(ctx, src, &seg, 1, preset, block, &dv, &sv);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            mma_operand op = mxfa_mma_operand_fp8(&mxfa_fp8_e4m3, data[r * cols + c]);
+            if (transpose)
+                h->x[c * rows + r] = op;
+            else
+                h->x[r * cols + c] = op;
+        }
+    /* scale (i, j) of the stored orientation: row blocks [rows][cols/32],
+     * col blocks stored as [cols][rows/32] */
+    for (int64_t i = 0; i < sr; i++)
+        for (int64_t j = 0; j < sc; j++) {
+            int64_t at = transpose ? j * sr + i : i * sc + j;
+            h->sexp[at] = (int)scales[i * sc + j] - 127;
+            h->snan[at] = scales[i * sc + j] == 0xFF;
+        }
+    free(data);
+    free(scales);
+    return MXFA_OK;
+}
+
+static float load_f(const mxfa_view_nd *v, int64_t i0, int64_t i1, int64_t i2)
+{
+    int64_t idx[3] = {i0, i1, i2};
+    const void *p = view_nd_at(v, idx);
+    uint32_t b;
+    if (v->dtype == MXFA_BF16) {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        b = bf16_to_f32_bits(h);
+    } else {
+        memcpy(&b, p, 4);
+    }
+    return f32_from_bits(b);
+}
+
+/* The query head's state over its key tiles: running max m (log2 domain),
+ * denominator l and unnormalized output O, per row. */
+typedef struct row_state {
+    float m, l;
+    float *o;
+} row_state;
+
+/* Everything one (sequence, query head) needs. */
+typedef struct head_job {
+    const mxfa_attn_params *p;
+    const mma_model_def *model;
+    mx_head q, k, vt; /* vt: V transposed, [D][Lk], scales per (d, key block) */
+    float *vbf;       /* V as bf16 values (fp32 bits), [D][Lk], for leak-free diagonal blocks */
+    int64_t lq, lk, d;
+    float c; /* fl(softmax_scale * log2 e) */
+} head_job;
+
+/* Can query row i (0-based in its sequence) see key j? Bottom-right causal. */
+static int64_t key_limit(const head_job *job, int64_t i)
+{
+    if (job->p->causal == MXFA_CAUSAL_NONE)
+        return job->lk - 1;
+    return i + job->lk - job->lq;
+}
+
+static uint32_t dot_qk(const head_job *job, int64_t i, int64_t j)
+{
+    uint32_t acc = 0;
+    for (int64_t b0 = 0; b0 < job->d; b0 += 32) {
+        int64_t blk = b0 / 32, nb = job->d / 32;
+        acc = mxfa_mma_block(job->model, &job->q.x[i * job->d + b0], job->q.sexp[i * nb + blk],
+                             job->q.snan[i * nb + blk], &job->k.x[j * job->d + b0], job->k.sexp[j * nb + blk],
+                             job->k.snan[j * nb + blk], 32, acc);
+    }
+    return acc;
+}
+
+/* P/256 as a bf16 operand: the E4M3 code times its scale exponent, exact in
+ * bf16 (4 significant bits) unless below bf16's range. */
+static mma_operand p_to_bf16(const mma_operand *o, int sexp, int snan)
+{
+    uint32_t v;
+    if (snan || o->cls == MMA_NAN)
+        v = F32_QNAN;
+    else if (o->cls != MMA_FINITE)
+        v = (uint32_t)o->sign << 31; /* E4M3 has no Inf */
+    else
+        v = mxfa_f32_round_pack((uint32_t)o->sign, o->sig, o->raw - o->frac_bits + sexp);
+    return mxfa_mma_operand_bf16(mxfa_f32_bits_to_bf16(v));
+}
+
+/* Scratch for one row of one key tile. */
+typedef struct tile_scratch {
+    float *x;          /* S * c, then reused */
+    uint32_t *p;       /* P as fp32 bits */
+    mma_operand *pq;   /* P quantized to E4M3 */
+    mma_operand *pbf;  /* P/256 in bf16, for diagonal blocks */
+    int *pexp;         /* P's scale exponent per 32 keys (with the -8) */
+    uint8_t *pnan;
+} tile_scratch;
+
+/*
+ * One query row against one key tile [c0, c0 + bn): the online-softmax
+ * update of SPEC section 6, step 2. diag_lo..diag_hi: the rows' key limits
+ * over the whole query tile (for the leak-free rule).
+ */
+static void row_tile(const head_job *job, int64_t i, int64_t c0, int64_t bn, int64_t lim_first, int64_t lim_last,
+                     row_state *rs, tile_scratch *t)
+{
+    const int64_t d = job->d, lk = job->lk, lim = key_limit(job, i);
+    /* x = S * c, S = Q K^T under the model; masked keys and keys past the end are -Inf */
+    float m_new = rs->m;
+    for (int64_t j = 0; j < bn; j++) {
+        int64_t key = c0 + j;
+        t->x[j] = (key <= lim && key < lk) ? f32_from_bits(dot_qk(job, i, key)) * job->c : -INFINITY;
+        if (t->x[j] > m_new || isnan(t->x[j])) /* a NaN score makes the row NaN */
+            m_new = t->x[j];
+    }
+    if (m_new == -INFINITY)
+        return; /* nothing visible yet: P is zero */
+    if (m_new > rs->m) {
+        float alpha = mxfa_exp2(rs->m - m_new);
+        for (int64_t e = 0; e < d; e++)
+            rs->o[e] *= alpha;
+        rs->l *= alpha;
+        rs->m = m_new;
+    }
+    /* P = exp2((x - m) + 8) in [0, 256]; l += (rowsum P) / 256, summed in key order */
+    float sum = 0.0f;
+    for (int64_t j = 0; j < bn; j++) {
+        float pj = t->x[j] == -INFINITY ? 0.0f : mxfa_exp2((t->x[j] - rs->m) + 8.0f);
+        t->p[j] = f32_bits(pj);
+        sum += pj;
+    }
+    rs->l += sum * 0.00390625f;
+    /* P to E4M3: const, one scale 2^-8 (P itself is stored); dynamic, the
+     * rceil rule per 32 keys. The MMA sees P/256 either way: the -8 is in the
+     * scale exponent, so O and l carry the same factor. */
+    for (int64_t b0 = 0; b0 < bn; b0 += 32) {
+        mxfa_block_rule rule = {0x7F, 0, FP8_ROUND_NEAREST_EVEN};
+        if (job->p->p_scale == MXFA_P_DYNAMIC)
+            rule = mxfa_ref_block_rule(&mxfa_fp8_e4m3, MXFA_PRESET_RCEIL, &t->p[b0], 32);
+        t->pexp[b0 / 32] = (int)rule.scale - 127 - 8;
+        t->pnan[b0 / 32] = rule.scale == 0xFF;
+        for (int64_t j = b0; j < b0 + 32; j++)
+            t->pq[j] = mxfa_mma_operand_fp8(&mxfa_fp8_e4m3, mxfa_ref_encode_element(&mxfa_fp8_e4m3, &rule, t->p[j]));
+    }
+    /* O += P V, 32-key block by block in key order */
+    const int64_t nvb = (lk + 31) / 32;
+    for (int64_t b0 = 0; b0 < bn; b0 += 32) {
+        int64_t kb0 = c0 + b0, klast = kb0 + 31 < lk - 1 ? kb0 + 31 : lk - 1;
+        if (kb0 >= lk || kb0 > lim)
+            break; /* P is zero from here on in this row */
+        int n = (int)(klast - kb0 + 1), blk = (int)(b0 / 32);
+        /* leak-free causal: a block that some row of the query tile sees only
+         * in part is multiplied in bf16, so that no V scale spans the diagonal */
+        int diagonal = job->p->causal == MXFA_CAUSAL && lim_first < klast && lim_last >= kb0;
+        if (diagonal)
+            for (int j = 0; j < n; j++)
+                t->pbf[j] = p_to_bf16(&t->pq[b0 + j], t->pexp[blk], t->pnan[blk]);
+        for (int64_t e = 0; e < d; e++) {
+            uint32_t acc = f32_bits(rs->o[e]);
+            if (diagonal) {
+                mma_operand vb[32];
+                for (int j = 0; j < n; j++)
+                    vb[j] = mxfa_mma_operand_bf16(mxfa_f32_bits_to_bf16(f32_bits(job->vbf[e * lk + kb0 + j])));
+                acc = mxfa_mma_bf16_steps(job->model, t->pbf, vb, n, acc);
+            } else {
+                int64_t vb = e * nvb + kb0 / 32;
+                acc = mxfa_mma_block(job->model, &t->pq[b0], t->pexp[blk], t->pnan[blk], &job->vt.x[e * lk + kb0],
+                                     job->vt.sexp[vb], job->vt.snan[vb], n, acc);
+            }
+            rs->o[e] = f32_from_bits(acc);
+        }
+    }
+}
+
+/* One (sequence, query head): every query tile against its key tiles. */
+static mxfa_status run_head(mxfa_ctx *ctx, head_job *job, const mxfa_view_nd *qv, int64_t q0, int64_t h,
+                            const mxfa_view_nd *o, const mxfa_view_nd *lse)
+{
+    const int64_t lq = job->lq, lk = job->lk, d = job->d, bm = job->p->block_m, bn = job->p->block_n;
+    mxfa_view qs = mxfa_view_slice(qv, 0, 2, q0 * qv->stride[0] + h * qv->stride[1], lq, d);
+    CHECK(quantize_head(ctx, &qs, MXFA_BLOCK_ROW, job->p->preset, &job->q));
+    row_state *st = calloc((size_t)lq, sizeof *st);
+    float *obuf = calloc((size_t)(lq * d), sizeof *obuf);
+    tile_scratch t = {malloc((size_t)bn * sizeof(float)), malloc((size_t)bn * sizeof(uint32_t)),
+                      malloc((size_t)bn * sizeof(mma_operand)), malloc(32 * sizeof(mma_operand)),
+                      malloc((size_t)(bn / 32) * sizeof(int)), malloc((size_t)(bn / 32))};
+    mxfa_status status = MXFA_OK;
+    if (!st || !obuf || !t.x || !t.p || !t.pq || !t.pbf || !t.pexp || !t.pnan) {
+        status = mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "attention: out of memory");
+        goto done;
+    }
+    for (int64_t i = 0; i < lq; i++) {
+        st[i].m = -INFINITY;
+        st[i].l = 0.0f;
+        st[i].o = obuf + i * d;
+    }
+    for (int64_t r0 = 0; r0 < lq; r0 += bm) {
+        int64_t nr = r0 + bm < lq ? bm : lq - r0;
+        int64_t lim_first = key_limit(job, r0), lim_last = key_limit(job, r0 + nr - 1);
+        for (int64_t c0 = 0; c0 < lk && c0 <= lim_last; c0 += bn)
+            for (int64_t i = r0; i < r0 + nr; i++)
+                row_tile(job, i, c0, bn, lim_first, lim_last, &st[i], &t);
+    }
+    /* O = O / l (rounded once), LSE = (m + log2 l) * ln 2; rows that saw
+     * nothing: O = 0, LSE = -Inf */
+    for (int64_t i = 0; i < lq; i++) {
+        float l = st[i].l, lse_v = -INFINITY;
+        if (l != 0.0f || isnan(l))
+            lse_v = (st[i].m + mxfa_log2(l)) * f32_from_bits(LN2_BITS);
+        for (int64_t e = 0; e < d; e++) {
+            float v = l != 0.0f || isnan(l) ? st[i].o[e] / l : 0.0f;
+            int64_t idx[3] = {q0 + i, h, e};
+            void *dst = view_nd_at(o, idx);
+            if (o->dtype == MXFA_BF16) {
+                uint16_t b = mxfa_f32_bits_to_bf16(f32_bits(v));
+                memcpy(dst, &b, 2);
+            } else {
+                memcpy(dst, &v, 4);
+            }
+        }
+        if (lse) {
+            int64_t idx[2] = {q0 + i, h};
+            memcpy(view_nd_at(lse, idx), &lse_v, 4);
+        }
+    }
+done:
+    mx_head_free(&job->q);
+    free(st);
+    free(obuf);
+    free(t.x);
+    free(t.p);
+    free(t.pq);
+    free(t.pbf);
+    free(t.pexp);
+    free(t.pnan);
+    return status;
+}
+
+mxfa_status mxfa_ref_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_nd *q,
+                              const mxfa_view_nd *k, const mxfa_view_nd *v, const int32_t *cu_q, const int32_t *cu_k,
+                              int batch, const mxfa_view_nd *o, const mxfa_view_nd *lse)
+{
+    const int64_t hq = q->shape[1], hkv = k->shape[1], d = q->shape[2], group = hq / hkv;
+    head_job job;
+    memset(&job, 0, sizeof job);
+    job.p = p;
+    job.model = &mxfa_mma_models[p->model];
+    job.d = d;
+    job.c = p->softmax_scale * f32_from_bits(LOG2E_BITS);
+    for (int b = 0; b < batch; b++) {
+        job.lq = (int64_t)cu_q[b + 1] - cu_q[b];
+        job.lk = (int64_t)cu_k[b + 1] - cu_k[b];
+        if (job.lq == 0)
+            continue;
+        for (int64_t g = 0; g < hkv; g++) {
+            mxfa_status st = MXFA_OK;
+            if (job.lk > 0) {
+                mxfa_view ks = mxfa_view_slice(k, 0, 2, cu_k[b] * k->stride[0] + g * k->stride[1], job.lk, d);
+                mxfa_view vs = mxfa_view_slice(v, 0, 2, cu_k[b] * v->stride[0] + g * v->stride[1], job.lk, d);
+                st = quantize_head(ctx, &ks, MXFA_BLOCK_ROW, p->preset, &job.k);
+                if (st == MXFA_OK && (st = quantize_head(ctx, &vs, MXFA_BLOCK_COL, p->preset, &job.vt)) != MXFA_OK)
+                    mx_head_free(&job.k);
+                if (st != MXFA_OK)
+                    return st;
+                job.vbf = malloc((size_t)(job.lk * d) * sizeof *job.vbf);
+                if (!job.vbf) {
+                    mx_head_free(&job.k);
+                    mx_head_free(&job.vt);
+                    return mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "attention: out of memory");
+                }
+                for (int64_t j = 0; j < job.lk; j++)
+                    for (int64_t e = 0; e < d; e++)
+                        job.vbf[e * job.lk + j] = load_f(v, cu_k[b] + j, g, e);
+            }
+            for (int64_t h = g * group; h < (g + 1) * group && st == MXFA_OK; h++)
+                st = run_head(ctx, &job, q, cu_q[b], h, o, lse);
+            if (job.lk > 0) {
+                mx_head_free(&job.k);
+                mx_head_free(&job.vt);
+                free(job.vbf);
+                job.vbf = NULL;
+            }
+            if (st != MXFA_OK)
+                return st;
+        }
+    }
+    return MXFA_OK;
+}

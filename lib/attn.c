@@ -1,0 +1,140 @@
+/* Entry points for attention: argument checking, defaults, and dispatch to
+ * the backend (or to the float64 truth). */
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+
+MXFA_API void mxfa_attn_params_default(mxfa_attn_params *p)
+{
+    if (!p)
+        return;
+    memset(p, 0, sizeof *p);
+    p->model = MXFA_MODEL_SM100;
+    p->preset = MXFA_PRESET_RCEIL;
+    p->p_scale = MXFA_P_CONST;
+    p->causal = MXFA_CAUSAL_NONE;
+    p->softmax_scale = 0.0f;
+    p->block_m = 128;
+    p->block_n = 128;
+}
+
+/* Check everything; on success *r holds complete parameters (defaults filled
+ * in) and cu_q/cu_k point at valid offsets (dense ones in dense_q/dense_k). */
+static mxfa_status check_attn(mxfa_ctx *ctx, const char *fn, const mxfa_attn_params *p, const mxfa_tensor *q,
+                              const mxfa_tensor *k, const mxfa_tensor *v, const int32_t **cu_q, const int32_t **cu_k,
+                              int batch, mxfa_tensor *o, mxfa_tensor *lse, int truth, mxfa_attn_params *r,
+                              int32_t dense_q[2], int32_t dense_k[2], mxfa_view_nd views[5])
+{
+    if (!ctx)
+        return mxfa_fail(NULL, MXFA_ERR_NULL, "%s: ctx is NULL", fn);
+    mxfa_clear_error(ctx);
+    if (p)
+        *r = *p;
+    else
+        mxfa_attn_params_default(r);
+    if ((unsigned)r->model > MXFA_MODEL_SM90_BF16)
+        return mxfa_fail(ctx, MXFA_ERR_INVALID, "%s: unknown model %d", fn, (int)r->model);
+    if ((unsigned)r->preset > MXFA_PRESET_MICROXCALING)
+        return mxfa_fail(ctx, MXFA_ERR_INVALID, "%s: unknown preset %d", fn, (int)r->preset);
+    if ((unsigned)r->p_scale > MXFA_P_DYNAMIC)
+        return mxfa_fail(ctx, MXFA_ERR_INVALID, "%s: unknown P scaling %d", fn, (int)r->p_scale);
+    if ((unsigned)r->causal > MXFA_CAUSAL_PLAIN)
+        return mxfa_fail(ctx, MXFA_ERR_INVALID, "%s: unknown causal mode %d", fn, (int)r->causal);
+    if (!(r->softmax_scale >= 0.0f) || isinf(r->softmax_scale))
+        return mxfa_fail(ctx, MXFA_ERR_INVALID, "%s: softmax_scale must be finite and positive (0 for D^-1/2)", fn);
+    if (r->block_m == 0)
+        r->block_m = 128;
+    if (r->block_n == 0)
+        r->block_n = 128;
+    if (r->block_m < 32 || r->block_m > 1024 || r->block_m % 32 || r->block_n < 32 || r->block_n > 1024 ||
+        r->block_n % 32)
+        return mxfa_fail(ctx, MXFA_ERR_INVALID, "%s: tile sizes must be multiples of 32 from 32 to 1024, got %d x %d",
+                         fn, r->block_m, r->block_n);
+
+    const unsigned in_types = DT(MXFA_F32) | DT(MXFA_BF16);
+    mxfa_view_nd *qv = &views[0], *kv = &views[1], *vv = &views[2], *ov = &views[3], *lv = &views[4];
+    CHECK(mxfa_check_tensor(ctx, "q", q, in_types, 3, NULL, 0, qv));
+    int64_t tq = qv->shape[0], hq = qv->shape[1], d = qv->shape[2];
+    if (d != 64 && d != 128 && d != 256)
+        return mxfa_fail(ctx, MXFA_ERR_UNSUPPORTED, "%s: head dimension %lld is not supported (64, 128 or 256)", fn,
+                         (long long)d);
+    const int64_t kshape[3] = {-1, -1, d};
+    CHECK(mxfa_check_tensor(ctx, "k", k, in_types, 3, kshape, 0, kv));
+    int64_t tk = kv->shape[0], hkv = kv->shape[1];
+    const int64_t vshape[3] = {tk, hkv, d};
+    CHECK(mxfa_check_tensor(ctx, "v", v, in_types, 3, vshape, 0, vv));
+    if (hq % hkv != 0)
+        return mxfa_fail(ctx, MXFA_ERR_SHAPE, "%s: %lld query heads are not a multiple of %lld key/value heads", fn,
+                         (long long)hq, (long long)hkv);
+    if (tq > INT32_MAX || tk > INT32_MAX)
+        return mxfa_fail(ctx, MXFA_ERR_OVERFLOW, "%s: more than 2^31 - 1 tokens", fn);
+    const int64_t oshape[3] = {tq, hq, d}, lshape[2] = {tq, hq};
+    unsigned out_types = truth ? DT(MXFA_F64) : DT(MXFA_F32) | DT(MXFA_BF16);
+    CHECK(mxfa_check_tensor(ctx, "o", o, out_types, 3, oshape, 1, ov));
+    if (lse)
+        CHECK(mxfa_check_tensor(ctx, "lse", lse, truth ? DT(MXFA_F64) : DT(MXFA_F32), 2, lshape, 1, lv));
+    for (int i = 0; i < 3; i++) {
+        static const char *const names[3] = {"q", "k", "v"};
+        CHECK(mxfa_check_disjoint_nd(ctx, "o", ov, names[i], &views[i]));
+        if (lse)
+            CHECK(mxfa_check_disjoint_nd(ctx, "lse", lv, names[i], &views[i]));
+    }
+    if (lse)
+        CHECK(mxfa_check_disjoint_nd(ctx, "o", ov, "lse", lv));
+
+    if (!*cu_q != !*cu_k)
+        return mxfa_fail(ctx, MXFA_ERR_NULL, "%s: give both cu_seqlens_q and cu_seqlens_k, or neither", fn);
+    if (!*cu_q) {
+        if (batch != 1 && batch != 0)
+            return mxfa_fail(ctx, MXFA_ERR_INVALID, "%s: without cu_seqlens the batch is one sequence (batch %d)", fn,
+                             batch);
+        dense_q[0] = dense_k[0] = 0;
+        dense_q[1] = (int32_t)tq;
+        dense_k[1] = (int32_t)tk;
+        *cu_q = dense_q;
+        *cu_k = dense_k;
+    } else {
+        char why[MXFA_ERRMSG_LEN];
+        for (int i = 0; i < 2; i++) {
+            mxfa_status st = mxfa_check_cu_seqlens(ctx, i ? *cu_k : *cu_q, batch, i ? tk : tq);
+            if (st != MXFA_OK) {
+                memcpy(why, ctx->error, sizeof why);
+                return mxfa_fail(ctx, st, "%s: cu_seqlens_%s: %s", fn, i ? "k" : "q", why);
+            }
+        }
+    }
+    if (r->softmax_scale == 0.0f)
+        r->softmax_scale = (float)(1.0 / sqrt((double)d));
+    return MXFA_OK;
+}
+
+MXFA_API mxfa_status mxfa_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
+                                   const mxfa_tensor *k, const mxfa_tensor *v, const int32_t *cu_seqlens_q,
+                                   const int32_t *cu_seqlens_k, int batch, mxfa_tensor *o, mxfa_tensor *lse)
+{
+    mxfa_attn_params r;
+    int32_t dq[2], dk[2];
+    mxfa_view_nd views[5];
+    CHECK(check_attn(ctx, "mxfa_attn_fwd", p, q, k, v, &cu_seqlens_q, &cu_seqlens_k, batch, o, lse, 0, &r, dq, dk,
+                     views));
+    if (cu_seqlens_q == dq)
+        batch = 1;
+    return ctx->backend->attn_fwd(ctx, &r, &views[0], &views[1], &views[2], cu_seqlens_q, cu_seqlens_k, batch,
+                                  &views[3], lse ? &views[4] : NULL);
+}
+
+MXFA_API mxfa_status mxfa_attn_fwd_f64(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
+                                       const mxfa_tensor *k, const mxfa_tensor *v, const int32_t *cu_seqlens_q,
+                                       const int32_t *cu_seqlens_k, int batch, mxfa_tensor *o, mxfa_tensor *lse)
+{
+    mxfa_attn_params r;
+    int32_t dq[2], dk[2];
+    mxfa_view_nd views[5];
+    CHECK(check_attn(ctx, "mxfa_attn_fwd_f64", p, q, k, v, &cu_seqlens_q, &cu_seqlens_k, batch, o, lse, 1, &r, dq,
+                     dk, views));
+    if (cu_seqlens_q == dq)
+        batch = 1;
+    return mxfa_truth_attn_fwd(ctx, &r, &views[0], &views[1], &views[2], cu_seqlens_q, cu_seqlens_k, batch,
+                               &views[3], lse ? &views[4] : NULL);
+}

@@ -1,0 +1,307 @@
+/* mxfa attn: MXFP8 attention forward on .npy files, with the error against
+ * the float64 truth on request. */
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char attn_help[] =
+    "usage: mxfa attn --q Q.npy --k K.npy --v V.npy --out O.npy [options]\n"
+    "\n"
+    "MXFP8 attention forward (docs/NUMERICS.md section 6). Q is float32\n"
+    "[tokens_q, Hq, D], K and V float32 [tokens_k, Hkv, D]; Hq a multiple of Hkv;\n"
+    "D = 64, 128 or 256. O is written as [tokens_q, Hq, D].\n"
+    "  --lse FILE              also write LSE, float32 [tokens_q, Hq]\n"
+    "  --cu-seqlens-q LIST|FILE, --cu-seqlens-k LIST|FILE\n"
+    "                          jagged batch: token offsets \"0,37,100\" or an int32/int64 .npy\n"
+    "  --causal                causal, bottom-right aligned, leak-free\n"
+    "  --causal-plain          causal with V scaled across the diagonal (leaks; for studies)\n"
+    "  --model ideal|sm100|sm90-fp8|sm90-bf16           (default sm100)\n"
+    "  --preset rceil|ocp|torchao-rceil|microxcaling    (default rceil)\n"
+    "  --p-scale const|dynamic                          (default const)\n"
+    "  --scale X               softmax scale (default D^-1/2)\n"
+    "  --block-m N, --block-n N  tile sizes, multiples of 32 (default 128)\n"
+    "  --out-dtype f32|bf16    O's precision before it is written as float32 (default f32)\n"
+    "  --compare-ideal         print the error of O and LSE against the float64 truth\n"
+    "  --backend auto|ref|cpu|cuda                      (default auto)\n";
+
+enum { OPT_Q = 256, OPT_K, OPT_V, OPT_OUT, OPT_LSE, OPT_CUQ, OPT_CUK, OPT_CAUSAL, OPT_CAUSAL_PLAIN, OPT_MODEL,
+       OPT_PRESET, OPT_PSCALE, OPT_SCALE, OPT_BM, OPT_BN, OPT_ODT, OPT_CMP, OPT_BACKEND };
+
+static const struct option options[] = {
+    {"q", required_argument, NULL, OPT_Q},
+    {"k", required_argument, NULL, OPT_K},
+    {"v", required_argument, NULL, OPT_V},
+    {"out", required_argument, NULL, OPT_OUT},
+    {"lse", required_argument, NULL, OPT_LSE},
+    {"cu-seqlens-q", required_argument, NULL, OPT_CUQ},
+    {"cu-seqlens-k", required_argument, NULL, OPT_CUK},
+    {"causal", no_argument, NULL, OPT_CAUSAL},
+    {"causal-plain", no_argument, NULL, OPT_CAUSAL_PLAIN},
+    {"model", required_argument, NULL, OPT_MODEL},
+    {"preset", required_argument, NULL, OPT_PRESET},
+    {"p-scale", required_argument, NULL, OPT_PSCALE},
+    {"scale", required_argument, NULL, OPT_SCALE},
+    {"block-m", required_argument, NULL, OPT_BM},
+    {"block-n", required_argument, NULL, OPT_BN},
+    {"out-dtype", required_argument, NULL, OPT_ODT},
+    {"compare-ideal", no_argument, NULL, OPT_CMP},
+    {"backend", required_argument, NULL, OPT_BACKEND},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* cu_seqlens from "0,37,100" or from a 1-D int32/int64 .npy file; returns 0
+ * or an exit status; *out is malloc'ed, *n its length. */
+static int read_cu(const char *cmd, const char *what, const char *arg, int32_t **out, int *n)
+{
+    int looks_list = 1;
+    for (const char *c = arg; *c; c++)
+        looks_list &= isdigit((unsigned char)*c) || *c == ',' || *c == ' ';
+    if (looks_list && *arg) {
+        int cap = 1;
+        for (const char *c = arg; *c; c++)
+            cap += *c == ',';
+        int32_t *v = malloc((size_t)cap * sizeof *v);
+        if (!v)
+            return cli_error(cmd, "out of memory");
+        int k = 0;
+        const char *p = arg;
+        while (*p) {
+            char *end;
+            errno = 0;
+            long x = strtol(p, &end, 10);
+            if (end == p || errno || x < 0 || x > INT32_MAX) {
+                free(v);
+                return cli_usage(cmd, "%s: '%s' is not a list of non-negative offsets", what, arg);
+            }
+            v[k++] = (int32_t)x;
+            p = end;
+            while (*p == ' ' || *p == ',')
+                p++;
+        }
+        *out = v;
+        *n = k;
+        return 0;
+    }
+    if (strchr(arg, ','))
+        return cli_usage(cmd, "%s: '%s' is not a list of non-negative offsets", what, arg);
+    npy_array a;
+    char err[PATH_MAX + 256];
+    if (npy_read(arg, &a, err, sizeof err) != MXFA_OK)
+        return cli_error(cmd, "%s", err);
+    if (a.ndim != 1 || (a.dtype != NPY_I32 && a.dtype != NPY_I64) || a.count < 2 || a.count > INT32_MAX) {
+        npy_free(&a);
+        return cli_error(cmd, "%s: %s must be a 1-D int32 or int64 array of at least 2 offsets", arg, what);
+    }
+    int32_t *v = malloc((size_t)a.count * sizeof *v);
+    if (!v) {
+        npy_free(&a);
+        return cli_error(cmd, "out of memory");
+    }
+    for (int64_t i = 0; i < a.count; i++) {
+        int64_t x = a.dtype == NPY_I32 ? ((int32_t *)a.data)[i] : ((int64_t *)a.data)[i];
+        if (x < 0 || x > INT32_MAX) {
+            free(v);
+            npy_free(&a);
+            return cli_error(cmd, "%s: offset %lld of %s is out of range", arg, (long long)x, what);
+        }
+        v[i] = (int32_t)x;
+    }
+    *out = v;
+    *n = (int)a.count;
+    npy_free(&a);
+    return 0;
+}
+
+static int read3d(const char *cmd, const char *what, const char *path, npy_array *a)
+{
+    char err[PATH_MAX + 256];
+    if (npy_read(path, a, err, sizeof err) != MXFA_OK)
+        return cli_error(cmd, "%s", err);
+    if (a->dtype != NPY_F32 || a->ndim != 3 || a->count == 0) {
+        int rc = cli_error(cmd, "%s: %s must be a non-empty float32 array [tokens, heads, D] (got %d-D %s)", path,
+                           what, a->ndim, npy_descr(a->dtype));
+        npy_free(a);
+        return rc;
+    }
+    return 0;
+}
+
+static int parse_int(const char *cmd, const char *opt, const char *s, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end || errno || v < 0 || v > 1 << 20)
+        return cli_usage(cmd, "%s takes a non-negative integer, got '%s'", opt, s);
+    *out = (int)v;
+    return 0;
+}
+
+int cmd_attn(int argc, char **argv)
+{
+    const char *cmd = "attn";
+    const char *pq = NULL, *pk = NULL, *pv = NULL, *pout = NULL, *plse = NULL, *cuq_arg = NULL, *cuk_arg = NULL;
+    const char *backend = "auto";
+    int compare = 0, out_bf16 = 0, ch, rc;
+    mxfa_attn_params p;
+    mxfa_attn_params_default(&p);
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+        mxfa_status st = MXFA_OK;
+        switch (ch) {
+        case OPT_Q: pq = optarg; break;
+        case OPT_K: pk = optarg; break;
+        case OPT_V: pv = optarg; break;
+        case OPT_OUT: pout = optarg; break;
+        case OPT_LSE: plse = optarg; break;
+        case OPT_CUQ: cuq_arg = optarg; break;
+        case OPT_CUK: cuk_arg = optarg; break;
+        case OPT_CAUSAL: p.causal = MXFA_CAUSAL; break;
+        case OPT_CAUSAL_PLAIN: p.causal = MXFA_CAUSAL_PLAIN; break;
+        case OPT_MODEL: st = mxfa_model_parse(optarg, &p.model); break;
+        case OPT_PRESET: st = mxfa_preset_parse(optarg, &p.preset); break;
+        case OPT_PSCALE: st = mxfa_p_scale_parse(optarg, &p.p_scale); break;
+        case OPT_SCALE: {
+            char *end;
+            p.softmax_scale = strtof(optarg, &end);
+            if (*optarg == '\0' || *end || !(p.softmax_scale > 0) || isinf(p.softmax_scale))
+                return cli_usage(cmd, "--scale takes a positive number, got '%s'", optarg);
+            break;
+        }
+        case OPT_BM: if ((rc = parse_int(cmd, "--block-m", optarg, &p.block_m))) return rc; break;
+        case OPT_BN: if ((rc = parse_int(cmd, "--block-n", optarg, &p.block_n))) return rc; break;
+        case OPT_ODT:
+            if (strcmp(optarg, "f32") && strcmp(optarg, "bf16"))
+                return cli_usage(cmd, "--out-dtype takes f32 or bf16, got '%s'", optarg);
+            out_bf16 = !strcmp(optarg, "bf16");
+            break;
+        case OPT_CMP: compare = 1; break;
+        case OPT_BACKEND: backend = optarg; break;
+        case 'h': fputs(attn_help, stdout); return 0;
+        default: return cli_usage(cmd, "unknown option or missing value: '%s'", argv[optind - 1]);
+        }
+        if (st != MXFA_OK)
+            return cli_usage(cmd, "%s", mxfa_last_error(NULL));
+    }
+    if (optind < argc)
+        return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
+    if (!pq || !pk || !pv || !pout)
+        return cli_usage(cmd, "--q, --k, --v and --out are required");
+    if (!cuq_arg != !cuk_arg)
+        return cli_usage(cmd, "give both --cu-seqlens-q and --cu-seqlens-k, or neither");
+    if (plse && !strcmp(plse, pout))
+        return cli_usage(cmd, "--out and --lse name the same file");
+
+    npy_array q = {0}, k = {0}, v = {0};
+    int32_t *cuq = NULL, *cuk = NULL;
+    int nq = 0, nk = 0;
+    mxfa_ctx *ctx = NULL;
+    float *o = NULL, *lse = NULL;
+    uint16_t *obf = NULL;
+    double *o64 = NULL, *l64 = NULL;
+    if ((rc = read3d(cmd, "Q", pq, &q)) || (rc = read3d(cmd, "K", pk, &k)) || (rc = read3d(cmd, "V", pv, &v)))
+        goto done;
+    if (cuq_arg && ((rc = read_cu(cmd, "--cu-seqlens-q", cuq_arg, &cuq, &nq)) ||
+                    (rc = read_cu(cmd, "--cu-seqlens-k", cuk_arg, &cuk, &nk))))
+        goto done;
+    if (cuq && nq != nk) {
+        rc = cli_error(cmd, "--cu-seqlens-q has %d offsets and --cu-seqlens-k %d: the batch sizes differ", nq, nk);
+        goto done;
+    }
+    if ((rc = cli_open(cmd, backend, &ctx)))
+        goto done;
+    int64_t tq = q.shape[0], hq = q.shape[1], d = q.shape[2];
+    o = malloc((size_t)q.count * sizeof *o);
+    lse = malloc((size_t)(tq * hq) * sizeof *lse);
+    obf = out_bf16 ? malloc((size_t)q.count * sizeof *obf) : NULL;
+    if (!o || !lse || (out_bf16 && !obf)) {
+        rc = cli_error(cmd, "out of memory");
+        goto done;
+    }
+    mxfa_tensor Q = {q.data, MXFA_F32, MXFA_MEM_HOST, 3, {q.shape[0], q.shape[1], q.shape[2]}, {0}};
+    mxfa_tensor K = {k.data, MXFA_F32, MXFA_MEM_HOST, 3, {k.shape[0], k.shape[1], k.shape[2]}, {0}};
+    mxfa_tensor V = {v.data, MXFA_F32, MXFA_MEM_HOST, 3, {v.shape[0], v.shape[1], v.shape[2]}, {0}};
+    mxfa_tensor O = {out_bf16 ? (void *)obf : (void *)o, out_bf16 ? MXFA_BF16 : MXFA_F32, MXFA_MEM_HOST, 3,
+                     {tq, hq, d}, {0}};
+    mxfa_tensor L = {lse, MXFA_F32, MXFA_MEM_HOST, 2, {tq, hq}, {0}};
+    int batch = cuq ? nq - 1 : 1;
+    if (mxfa_attn_fwd(ctx, &p, &Q, &K, &V, cuq, cuk, batch, &O, &L) != MXFA_OK) {
+        rc = cli_error(cmd, "%s", mxfa_last_error(ctx));
+        goto done;
+    }
+    if (out_bf16)
+        for (int64_t i = 0; i < q.count; i++)
+            o[i] = mxfa_bf16_to_f32(obf[i]);
+    if (compare) {
+        o64 = malloc((size_t)q.count * sizeof *o64);
+        l64 = malloc((size_t)(tq * hq) * sizeof *l64);
+        if (!o64 || !l64) {
+            rc = cli_error(cmd, "out of memory");
+            goto done;
+        }
+        mxfa_tensor O64 = {o64, MXFA_F64, MXFA_MEM_HOST, 3, {tq, hq, d}, {0}};
+        mxfa_tensor L64 = {l64, MXFA_F64, MXFA_MEM_HOST, 2, {tq, hq}, {0}};
+        mxfa_metrics mo, ml;
+        if (mxfa_attn_fwd_f64(ctx, &p, &Q, &K, &V, cuq, cuk, batch, &O64, &L64) != MXFA_OK) {
+            rc = cli_error(cmd, "%s", mxfa_last_error(ctx));
+            goto done;
+        }
+        mxfa_compare(&O, &O64, &mo);
+        mxfa_compare(&L, &L64, &ml);
+        printf("model %s, preset %s, P %s, %s, scale %g, tiles %dx%d, backend %s\n", mxfa_model_name(p.model),
+               mxfa_preset_name(p.preset), mxfa_p_scale_name(p.p_scale),
+               p.causal == MXFA_CAUSAL ? "causal" : p.causal == MXFA_CAUSAL_PLAIN ? "causal (plain)" : "non-causal",
+               p.softmax_scale > 0 ? p.softmax_scale : 1.0 / sqrt((double)d), p.block_m, p.block_n,
+               mxfa_backend_name(ctx));
+        printf("%-4s %12s %12s %10s %10s\n", "", "rel L2", "max abs", "cosine", "SQNR dB");
+        printf("%-4s %12.4e %12.4e %10.6f %10.2f\n", "O", mo.rel_l2, mo.max_abs, mo.cosine, mo.sqnr_db);
+        printf("%-4s %12.4e %12.4e %10.6f %10.2f\n", "LSE", ml.rel_l2, ml.max_abs, ml.cosine, ml.sqnr_db);
+        if (mo.mismatched_nonfinite || ml.mismatched_nonfinite)
+            printf("non-finite results differing from the truth: O %lld, LSE %lld\n",
+                   (long long)mo.mismatched_nonfinite, (long long)ml.mismatched_nonfinite);
+    }
+    /* write O (and LSE) atomically, both or neither */
+    char tmp1[PATH_MAX], tmp2[PATH_MAX], err[PATH_MAX + 256];
+    int64_t oshape[3] = {tq, hq, d}, lshape[2] = {tq, hq};
+    if (npy_write_temp(pout, NPY_F32, 3, oshape, o, tmp1, sizeof tmp1, err, sizeof err) != MXFA_OK) {
+        rc = cli_error(cmd, "%s", err);
+        goto done;
+    }
+    if (plse && npy_write_temp(plse, NPY_F32, 2, lshape, lse, tmp2, sizeof tmp2, err, sizeof err) != MXFA_OK) {
+        npy_discard(tmp1);
+        rc = cli_error(cmd, "%s", err);
+        goto done;
+    }
+    if (npy_commit(tmp1, pout, err, sizeof err) != MXFA_OK) {
+        if (plse)
+            npy_discard(tmp2);
+        rc = cli_error(cmd, "%s", err);
+        goto done;
+    }
+    if (plse && npy_commit(tmp2, plse, err, sizeof err) != MXFA_OK) {
+        remove(pout);
+        rc = cli_error(cmd, "%s", err);
+    }
+done:
+    npy_free(&q);
+    npy_free(&k);
+    npy_free(&v);
+    free(cuq);
+    free(cuk);
+    free(o);
+    free(obf);
+    free(lse);
+    free(o64);
+    free(l64);
+    mxfa_close(ctx);
+    return rc;
+}
