@@ -71,17 +71,19 @@ static mxfa_status check_attn(mxfa_ctx *ctx, const char *fn, const mxfa_attn_par
         return mxfa_fail(ctx, MXFA_ERR_OVERFLOW, "%s: more than 2^31 - 1 tokens", fn);
     const int64_t oshape[3] = {tq, hq, d}, lshape[2] = {tq, hq};
     unsigned out_types = truth ? DT(MXFA_F64) : DT(MXFA_F32) | DT(MXFA_BF16);
-    CHECK(mxfa_check_tensor(ctx, "o", o, out_types, 3, oshape, 1, ov));
-    if (lse)
-        CHECK(mxfa_check_tensor(ctx, "lse", lse, truth ? DT(MXFA_F64) : DT(MXFA_F32), 2, lshape, 1, lv));
-    for (int i = 0; i < 3; i++) {
-        static const char *const names[3] = {"q", "k", "v"};
-        CHECK(mxfa_check_disjoint_nd(ctx, "o", ov, names[i], &views[i]));
+    if (o) { /* the forward pass's outputs */
+        CHECK(mxfa_check_tensor(ctx, "o", o, out_types, 3, oshape, 1, ov));
         if (lse)
-            CHECK(mxfa_check_disjoint_nd(ctx, "lse", lv, names[i], &views[i]));
+            CHECK(mxfa_check_tensor(ctx, "lse", lse, truth ? DT(MXFA_F64) : DT(MXFA_F32), 2, lshape, 1, lv));
+        for (int i = 0; i < 3; i++) {
+            static const char *const names[3] = {"q", "k", "v"};
+            CHECK(mxfa_check_disjoint_nd(ctx, "o", ov, names[i], &views[i]));
+            if (lse)
+                CHECK(mxfa_check_disjoint_nd(ctx, "lse", lv, names[i], &views[i]));
+        }
+        if (lse)
+            CHECK(mxfa_check_disjoint_nd(ctx, "o", ov, "lse", lv));
     }
-    if (lse)
-        CHECK(mxfa_check_disjoint_nd(ctx, "o", ov, "lse", lv));
 
     if (!*cu_q != !*cu_k)
         return mxfa_fail(ctx, MXFA_ERR_NULL, "%s: give both cu_seqlens_q and cu_seqlens_k, or neither", fn);
@@ -137,4 +139,73 @@ MXFA_API mxfa_status mxfa_attn_fwd_f64(mxfa_ctx *ctx, const mxfa_attn_params *p,
         batch = 1;
     return mxfa_truth_attn_fwd(ctx, &r, &views[0], &views[1], &views[2], cu_seqlens_q, cu_seqlens_k, batch,
                                &views[3], lse ? &views[4] : NULL);
+}
+
+/* The backward pass's own tensors: dO (and O, LSE unless truth) as inputs,
+ * dQ, dK, dV as outputs, none overlapping another. */
+static mxfa_status check_bwd(mxfa_ctx *ctx, const mxfa_view_nd *in, const mxfa_tensor *o, const mxfa_tensor *dout,
+                             const mxfa_tensor *lse, mxfa_tensor *dq, mxfa_tensor *dk, mxfa_tensor *dv, int truth,
+                             mxfa_view_nd ex[6])
+{
+    const int64_t tq = in[0].shape[0], hq = in[0].shape[1], d = in[0].shape[2], tk = in[1].shape[0],
+                  hkv = in[1].shape[1];
+    const int64_t qshape[3] = {tq, hq, d}, kshape[3] = {tk, hkv, d}, lshape[2] = {tq, hq};
+    const unsigned in_types = DT(MXFA_F32) | DT(MXFA_BF16), out_types = truth ? DT(MXFA_F64) : in_types;
+    /* ex: 0 o, 1 dout, 2 lse, 3 dq, 4 dk, 5 dv */
+    CHECK(mxfa_check_tensor(ctx, "dout", dout, in_types, 3, qshape, 0, &ex[1]));
+    if (!truth) {
+        CHECK(mxfa_check_tensor(ctx, "o", o, in_types, 3, qshape, 0, &ex[0]));
+        CHECK(mxfa_check_tensor(ctx, "lse", lse, DT(MXFA_F32), 2, lshape, 0, &ex[2]));
+    }
+    CHECK(mxfa_check_tensor(ctx, "dq", dq, out_types, 3, qshape, 1, &ex[3]));
+    CHECK(mxfa_check_tensor(ctx, "dk", dk, out_types, 3, kshape, 1, &ex[4]));
+    CHECK(mxfa_check_tensor(ctx, "dv", dv, out_types, 3, kshape, 1, &ex[5]));
+    static const char *const in_names[6] = {"q", "k", "v", "o", "dout", "lse"};
+    static const char *const out_names[3] = {"dq", "dk", "dv"};
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 6; j++) {
+            const mxfa_view_nd *x = j < 3 ? &in[j] : &ex[j - 3];
+            if (truth && (j == 3 || j == 5))
+                continue;
+            CHECK(mxfa_check_disjoint_nd(ctx, out_names[i], &ex[3 + i], in_names[j], x));
+        }
+        for (int j = i + 1; j < 3; j++)
+            CHECK(mxfa_check_disjoint_nd(ctx, out_names[i], &ex[3 + i], out_names[j], &ex[3 + j]));
+    }
+    return MXFA_OK;
+}
+
+MXFA_API mxfa_status mxfa_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
+                                   const mxfa_tensor *k, const mxfa_tensor *v, const mxfa_tensor *o,
+                                   const mxfa_tensor *dout, const mxfa_tensor *lse, const int32_t *cu_seqlens_q,
+                                   const int32_t *cu_seqlens_k, int batch, mxfa_tensor *dq, mxfa_tensor *dk,
+                                   mxfa_tensor *dv)
+{
+    mxfa_attn_params r;
+    int32_t dqo[2], dko[2];
+    mxfa_view_nd views[5], ex[6];
+    CHECK(check_attn(ctx, "mxfa_attn_bwd", p, q, k, v, &cu_seqlens_q, &cu_seqlens_k, batch, NULL, NULL, 0, &r, dqo,
+                     dko, views));
+    CHECK(check_bwd(ctx, views, o, dout, lse, dq, dk, dv, 0, ex));
+    if (cu_seqlens_q == dqo)
+        batch = 1;
+    return ctx->backend->attn_bwd(ctx, &r, &views[0], &views[1], &views[2], &ex[0], &ex[1], &ex[2], cu_seqlens_q,
+                                  cu_seqlens_k, batch, &ex[3], &ex[4], &ex[5]);
+}
+
+MXFA_API mxfa_status mxfa_attn_bwd_f64(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
+                                       const mxfa_tensor *k, const mxfa_tensor *v, const mxfa_tensor *dout,
+                                       const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k, int batch,
+                                       mxfa_tensor *dq, mxfa_tensor *dk, mxfa_tensor *dv)
+{
+    mxfa_attn_params r;
+    int32_t dqo[2], dko[2];
+    mxfa_view_nd views[5], ex[6];
+    CHECK(check_attn(ctx, "mxfa_attn_bwd_f64", p, q, k, v, &cu_seqlens_q, &cu_seqlens_k, batch, NULL, NULL, 1, &r,
+                     dqo, dko, views));
+    CHECK(check_bwd(ctx, views, NULL, dout, NULL, dq, dk, dv, 1, ex));
+    if (cu_seqlens_q == dqo)
+        batch = 1;
+    return mxfa_truth_attn_bwd(ctx, &r, &views[0], &views[1], &views[2], &ex[1], cu_seqlens_q, cu_seqlens_k, batch,
+                               &ex[3], &ex[4], &ex[5]);
 }

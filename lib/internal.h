@@ -104,6 +104,12 @@ struct mxfa_backend {
     mxfa_status (*attn_fwd)(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_nd *q,
                             const mxfa_view_nd *k, const mxfa_view_nd *v, const int32_t *cu_q, const int32_t *cu_k,
                             int batch, const mxfa_view_nd *o, const mxfa_view_nd *lse);
+    /* attention backward on checked views (p complete, cu_seqlens given) */
+    mxfa_status (*attn_bwd)(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_nd *q,
+                            const mxfa_view_nd *k, const mxfa_view_nd *v, const mxfa_view_nd *o,
+                            const mxfa_view_nd *dout, const mxfa_view_nd *lse, const int32_t *cu_q,
+                            const int32_t *cu_k, int batch, const mxfa_view_nd *dq, const mxfa_view_nd *dk,
+                            const mxfa_view_nd *dv);
     /* a chain of single instructions along K; c may be NULL (zero) */
     mxfa_status (*mma_chain)(mxfa_ctx *ctx, mxfa_instr instr, const mxfa_view *a, const mxfa_view *b,
                              const mxfa_view *c, const mxfa_view *d);
@@ -115,6 +121,11 @@ extern const mxfa_backend mxfa_backend_ref;
 mxfa_status mxfa_truth_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_nd *q,
                                 const mxfa_view_nd *k, const mxfa_view_nd *v, const int32_t *cu_q,
                                 const int32_t *cu_k, int batch, const mxfa_view_nd *o, const mxfa_view_nd *lse);
+
+mxfa_status mxfa_truth_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_nd *q,
+                                const mxfa_view_nd *k, const mxfa_view_nd *v, const mxfa_view_nd *dout,
+                                const int32_t *cu_q, const int32_t *cu_k, int batch, const mxfa_view_nd *dq,
+                                const mxfa_view_nd *dk, const mxfa_view_nd *dv);
 
 /* Element access of an N-D view: a pointer to element idx. */
 static inline void *view_nd_at(const mxfa_view_nd *v, const int64_t *idx)

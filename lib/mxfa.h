@@ -475,6 +475,28 @@ MXFA_API mxfa_status mxfa_attn_fwd_f64(mxfa_ctx *ctx, const mxfa_attn_params *p,
                                        const mxfa_tensor *k, const mxfa_tensor *v, const int32_t *cu_seqlens_q,
                                        const int32_t *cu_seqlens_k, int batch, mxfa_tensor *o, mxfa_tensor *lse);
 
+/*
+ * MXFP8 attention backward (docs/NUMERICS.md section 7), with every option
+ * of the forward pass. q, k, v as for mxfa_attn_fwd; o and lse are the
+ * forward outputs (o [tokens_q, Hq, D] f32 or bf16, lse [tokens_q, Hq] f32);
+ * dout is dO [tokens_q, Hq, D] f32 or bf16. Outputs: dq [tokens_q, Hq, D],
+ * dk and dv [tokens_k, Hkv, D], each MXFA_F32 or MXFA_BF16. Deterministic:
+ * dQ sums key tiles in increasing order, and the dK and dV of a shared
+ * key/value head sum the group's query heads in increasing head order.
+ */
+MXFA_API mxfa_status mxfa_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
+                                   const mxfa_tensor *k, const mxfa_tensor *v, const mxfa_tensor *o,
+                                   const mxfa_tensor *dout, const mxfa_tensor *lse, const int32_t *cu_seqlens_q,
+                                   const int32_t *cu_seqlens_k, int batch, mxfa_tensor *dq, mxfa_tensor *dk,
+                                   mxfa_tensor *dv);
+
+/* The float64 gradients of the float64 forward pass (no quantization);
+ * dq, dk, dv MXFA_F64. */
+MXFA_API mxfa_status mxfa_attn_bwd_f64(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
+                                       const mxfa_tensor *k, const mxfa_tensor *v, const mxfa_tensor *dout,
+                                       const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k, int batch,
+                                       mxfa_tensor *dq, mxfa_tensor *dk, mxfa_tensor *dv);
+
 /* Error metrics of a result against a reference (SPEC section 8). */
 typedef struct mxfa_metrics {
     double rel_l2;   /* |out - ref|_2 / |ref|_2 */

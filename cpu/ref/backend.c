@@ -14,4 +14,5 @@ const mxfa_backend mxfa_backend_ref = {
     .gemm = mxfa_ref_gemm,
     .mma_chain = mxfa_ref_mma_chain,
     .attn_fwd = mxfa_ref_attn_fwd,
+    .attn_bwd = mxfa_ref_attn_bwd,
 };

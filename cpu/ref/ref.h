@@ -50,4 +50,10 @@ mxfa_status mxfa_ref_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mx
                               const mxfa_view_nd *k, const mxfa_view_nd *v, const int32_t *cu_q, const int32_t *cu_k,
                               int batch, const mxfa_view_nd *o, const mxfa_view_nd *lse);
 
+mxfa_status mxfa_ref_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_nd *q,
+                              const mxfa_view_nd *k, const mxfa_view_nd *v, const mxfa_view_nd *o,
+                              const mxfa_view_nd *dout, const mxfa_view_nd *lse, const int32_t *cu_q,
+                              const int32_t *cu_k, int batch, const mxfa_view_nd *dq, const mxfa_view_nd *dk,
+                              const mxfa_view_nd *dv);
+
 #endif
