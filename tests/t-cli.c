@@ -301,6 +301,55 @@ int main(void)
         npy_free(&o);
         npy_free(&l);
         mxfa_close(ctx);
+        /* the backward pass: recomputed O and LSE, or the forward's files, give the same bits as mxfa_attn_bwd */
+        {
+            static float ado[AT * AH * AD], gq[AT * AH * AD], gk[AT * AH * AD], gv[AT * AH * AD];
+            for (int i = 0; i < AT * AH * AD; i++)
+                ado[i] = (float)ldexp((double)(int32_t)rng_next(), -31);
+            write_npy(path("ado.npy"), NPY_F32, 3, shp, ado);
+            const char *b1[] = {"attn", "--backward", "--q", path("aq.npy"), "--k", path("ak.npy"), "--v",
+                                path("av.npy"), "--do", path("ado.npy"), "--dq", path("bq.npy"), "--dk", path("bk.npy"),
+                                "--dv", path("bv.npy"), "--causal", "--model", "sm90-fp8", "--cu-seqlens-q", "0,30,70",
+                                "--cu-seqlens-k", "0,40,70", NULL};
+            const char *b2[] = {"attn", "--backward", "--q", path("aq.npy"), "--k", path("ak.npy"), "--v",
+                                path("av.npy"), "--do", path("ado.npy"), "--o", path("ao.npy"), "--lse", path("al.npy"),
+                                "--dq", path("cq.npy"), "--dk", path("ck.npy"), "--dv", path("cv.npy"), "--causal",
+                                "--model", "sm90-fp8", "--cu-seqlens-q", "0,30,70", "--cu-seqlens-k", "0,40,70", NULL};
+            mxfa_tensor DO = {ado, MXFA_F32, MXFA_MEM_HOST, 3, {AT, AH, AD}, {0}};
+            mxfa_tensor GQ = DO, GK = DO, GV = DO;
+            GQ.data = gq, GK.data = gk, GV.data = gv;
+            mxfa_ctx *c2 = NULL;
+            int same = run(b1, NULL, 0) == 0 && run(b2, NULL, 0) == 0 && mxfa_open(&c2, "ref") == MXFA_OK &&
+                       mxfa_attn_bwd(c2, &p, &Q, &K, &V, &O, &DO, &L, cq, ck, 2, &GQ, &GK, &GV) == MXFA_OK;
+            const char *files[6] = {"bq.npy", "bk.npy", "bv.npy", "cq.npy", "ck.npy", "cv.npy"};
+            const float *want3[3] = {gq, gk, gv};
+            for (int f = 0; f < 6 && same; f++) {
+                npy_array g = {0};
+                same = npy_read(path(files[f]), &g, err, sizeof err) == MXFA_OK && g.count == AT * AH * AD &&
+                       memcmp(g.data, want3[f % 3], sizeof gq) == 0;
+                npy_free(&g);
+            }
+            if (!ok(same, "mxfa attn --backward writes the bits of mxfa_attn_bwd, with O and LSE recomputed or read"))
+                diag("%s", errtext);
+            mxfa_close(c2);
+            const char *b3[] = {"attn", "--backward", "--q", path("aq.npy"), "--k", path("ak.npy"), "--v",
+                                path("av.npy"), "--do", path("ado.npy"), "--dq", path("x1.npy"), "--dk", path("x2.npy"),
+                                NULL};
+            const char *b4[] = {"attn", "--backward", "--q", path("aq.npy"), "--k", path("ak.npy"), "--v",
+                                path("av.npy"), "--do", path("ado.npy"), "--o", path("ao.npy"), "--dq", path("x1.npy"),
+                                "--dk", path("x2.npy"), "--dv", path("x3.npy"), NULL};
+            const char *b5[] = {"attn", "--backward", "--q", path("aq.npy"), "--k", path("ak.npy"), "--v",
+                                path("av.npy"), "--do", path("ga.npy"), "--dq", path("x1.npy"), "--dk", path("x2.npy"),
+                                "--dv", path("x3.npy"), NULL};
+            const char *b6[] = {"attn", "--backward", "--q", path("aq.npy"), "--k", path("ak.npy"), "--v",
+                                path("av.npy"), "--do", path("ado.npy"), "--dq", path("x1.npy"), "--dk", path("x2.npy"),
+                                "--dv", path("nodir/x3.npy"), NULL};
+            expect_fail("attn --backward without --dv", 2, b3, path("x1.npy"));
+            expect_fail("attn --backward with --o but no --lse", 2, b4, path("x1.npy"));
+            expect_fail("attn --backward with dO of the wrong shape", 1, b5, path("x1.npy"));
+            expect_fail("attn --backward with an unwritable dV: dQ and dK are not left either", 1, b6, path("x1.npy"));
+            ok(access(path("x2.npy"), F_OK) != 0, "... and no dK file either");
+        }
         const char *e1[] = {"attn", "--q", path("aq.npy"), "--k", path("ak.npy"), "--v", path("av.npy"), NULL};
         const char *e2[] = {"attn", "--q", path("aq.npy"), "--k", path("ak.npy"), "--v", path("av.npy"), "--out",
                             path("ax.npy"), "--cu-seqlens-q", "0,30,71", "--cu-seqlens-k", "0,40,70", NULL};

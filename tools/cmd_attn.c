@@ -13,11 +13,15 @@
 
 static const char attn_help[] =
     "usage: mxfa attn --q Q.npy --k K.npy --v V.npy --out O.npy [options]\n"
+    "       mxfa attn --backward --q Q.npy --k K.npy --v V.npy --do dO.npy\n"
+    "                 --dq dQ.npy --dk dK.npy --dv dV.npy [--o O.npy --lse LSE.npy] [options]\n"
     "\n"
     "MXFP8 attention forward (docs/NUMERICS.md section 6). Q is float32\n"
     "[tokens_q, Hq, D], K and V float32 [tokens_k, Hkv, D]; Hq a multiple of Hkv;\n"
     "D = 64, 128 or 256. O is written as [tokens_q, Hq, D].\n"
-    "  --lse FILE              also write LSE, float32 [tokens_q, Hq]\n"
+    "  --lse FILE              forward: also write LSE, float32 [tokens_q, Hq];\n"
+    "                          backward: read it (with --o; both are recomputed when not given)\n"
+    "  --backward              gradients dQ, dK, dV of sum(O * dO) (docs/NUMERICS.md section 7)\n"
     "  --cu-seqlens-q LIST|FILE, --cu-seqlens-k LIST|FILE\n"
     "                          jagged batch: token offsets \"0,37,100\" or an int32/int64 .npy\n"
     "  --causal                causal, bottom-right aligned, leak-free\n"
@@ -28,11 +32,12 @@ static const char attn_help[] =
     "  --scale X               softmax scale (default D^-1/2)\n"
     "  --block-m N, --block-n N  tile sizes, multiples of 32 (default 128)\n"
     "  --out-dtype f32|bf16    O's precision before it is written as float32 (default f32)\n"
-    "  --compare-ideal         print the error of O and LSE against the float64 truth\n"
+    "  --compare-ideal         print the error of the outputs against the float64 truth\n"
     "  --backend auto|ref|cpu|cuda                      (default auto)\n";
 
 enum { OPT_Q = 256, OPT_K, OPT_V, OPT_OUT, OPT_LSE, OPT_CUQ, OPT_CUK, OPT_CAUSAL, OPT_CAUSAL_PLAIN, OPT_MODEL,
-       OPT_PRESET, OPT_PSCALE, OPT_SCALE, OPT_BM, OPT_BN, OPT_ODT, OPT_CMP, OPT_BACKEND };
+       OPT_PRESET, OPT_PSCALE, OPT_SCALE, OPT_BM, OPT_BN, OPT_ODT, OPT_CMP, OPT_BACKEND, OPT_BWD, OPT_DO, OPT_O,
+       OPT_DQ, OPT_DK, OPT_DV };
 
 static const struct option options[] = {
     {"q", required_argument, NULL, OPT_Q},
@@ -53,6 +58,12 @@ static const struct option options[] = {
     {"out-dtype", required_argument, NULL, OPT_ODT},
     {"compare-ideal", no_argument, NULL, OPT_CMP},
     {"backend", required_argument, NULL, OPT_BACKEND},
+    {"backward", no_argument, NULL, OPT_BWD},
+    {"do", required_argument, NULL, OPT_DO},
+    {"o", required_argument, NULL, OPT_O},
+    {"dq", required_argument, NULL, OPT_DQ},
+    {"dk", required_argument, NULL, OPT_DK},
+    {"dv", required_argument, NULL, OPT_DV},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -145,12 +156,164 @@ static int parse_int(const char *cmd, const char *opt, const char *s, int *out)
     return 0;
 }
 
+/* Write n float32 arrays atomically as a set: all files appear, or none. */
+static int write_set(const char *cmd, int n, const char *const *paths, const int *ndims, const int64_t (*shapes)[3],
+                     float *const *data)
+{
+    char tmp[4][PATH_MAX], err[PATH_MAX + 256];
+    int made = 0, committed = 0, rc = 0;
+    for (; made < n; made++)
+        if (npy_write_temp(paths[made], NPY_F32, ndims[made], shapes[made], data[made], tmp[made], PATH_MAX, err,
+                           sizeof err) != MXFA_OK) {
+            /* temporaries 0 .. made-1 exist; nothing is in place yet */
+            rc = cli_error(cmd, "%s", err);
+            for (int i = 0; i < made; i++)
+                npy_discard(tmp[i]);
+            return rc;
+        }
+    for (; committed < n; committed++)
+        if (npy_commit(tmp[committed], paths[committed], err, sizeof err) != MXFA_OK) {
+            /* the failed temporary is already gone: undo the renamed ones and
+             * drop the rest */
+            rc = cli_error(cmd, "%s", err);
+            for (int i = 0; i < committed; i++)
+                remove(paths[i]);
+            for (int i = committed + 1; i < made; i++)
+                npy_discard(tmp[i]);
+            return rc;
+        }
+    return 0;
+}
+
+/* A float32 .npy of exactly the given shape. */
+static int read_exact(const char *cmd, const char *what, const char *path, int ndim, const int64_t *shape,
+                      npy_array *a)
+{
+    char err[PATH_MAX + 256];
+    if (npy_read(path, a, err, sizeof err) != MXFA_OK)
+        return cli_error(cmd, "%s", err);
+    int good = a->dtype == NPY_F32 && a->ndim == ndim;
+    for (int i = 0; good && i < ndim; i++)
+        good = a->shape[i] == shape[i];
+    if (!good) {
+        npy_free(a);
+        return cli_error(cmd, "%s: %s must be float32 of shape [%lld, %lld%s%s]", path, what, (long long)shape[0],
+                         (long long)shape[1], ndim == 3 ? ", D=" : "", ndim == 3 ? "of Q" : "");
+    }
+    return 0;
+}
+
+/* The backward pass: dO read, O and LSE read or recomputed, dQ, dK, dV
+ * written as a set. */
+static int attn_backward(const char *cmd, mxfa_ctx *ctx, const mxfa_attn_params *p, npy_array *q, npy_array *k,
+                         npy_array *v, const int32_t *cuq, const int32_t *cuk, int batch, const char *pdo,
+                         const char *po, const char *plse, const char *pdq, const char *pdk, const char *pdv,
+                         int out_bf16, int compare)
+{
+    const int64_t tq = q->shape[0], hq = q->shape[1], d = q->shape[2], tk = k->shape[0], hkv = k->shape[1];
+    const int64_t qshape[3] = {tq, hq, d}, lshape[2] = {tq, hq};
+    npy_array dO = {0}, oa = {0}, la = {0};
+    float *o = NULL, *lse = NULL, *g[3] = {NULL, NULL, NULL};
+    uint16_t *gb[3] = {NULL, NULL, NULL};
+    double *t[3] = {NULL, NULL, NULL};
+    int rc;
+    if ((rc = read_exact(cmd, "dO", pdo, 3, qshape, &dO)))
+        goto out;
+    if (po && ((rc = read_exact(cmd, "O", po, 3, qshape, &oa)) || (rc = read_exact(cmd, "LSE", plse, 2, lshape, &la))))
+        goto out;
+    const int64_t counts[3] = {tq * hq * d, tk * hkv * d, tk * hkv * d};
+    for (int i = 0; i < 3; i++) {
+        g[i] = malloc((size_t)counts[i] * sizeof(float));
+        gb[i] = out_bf16 ? malloc((size_t)counts[i] * sizeof(uint16_t)) : NULL;
+        if (!g[i] || (out_bf16 && !gb[i])) {
+            rc = cli_error(cmd, "out of memory");
+            goto out;
+        }
+    }
+    mxfa_tensor Q = {q->data, MXFA_F32, MXFA_MEM_HOST, 3, {tq, hq, d}, {0}};
+    mxfa_tensor K = {k->data, MXFA_F32, MXFA_MEM_HOST, 3, {tk, hkv, d}, {0}};
+    mxfa_tensor V = {v->data, MXFA_F32, MXFA_MEM_HOST, 3, {tk, hkv, d}, {0}};
+    mxfa_tensor DO = {dO.data, MXFA_F32, MXFA_MEM_HOST, 3, {tq, hq, d}, {0}};
+    if (!po) { /* recompute O and LSE with the same options */
+        o = malloc((size_t)counts[0] * sizeof *o);
+        lse = malloc((size_t)(tq * hq) * sizeof *lse);
+        if (!o || !lse) {
+            rc = cli_error(cmd, "out of memory");
+            goto out;
+        }
+        mxfa_tensor O = {o, MXFA_F32, MXFA_MEM_HOST, 3, {tq, hq, d}, {0}};
+        mxfa_tensor L = {lse, MXFA_F32, MXFA_MEM_HOST, 2, {tq, hq}, {0}};
+        if (mxfa_attn_fwd(ctx, p, &Q, &K, &V, cuq, cuk, batch, &O, &L) != MXFA_OK) {
+            rc = cli_error(cmd, "%s", mxfa_last_error(ctx));
+            goto out;
+        }
+    }
+    mxfa_tensor O = {po ? oa.data : o, MXFA_F32, MXFA_MEM_HOST, 3, {tq, hq, d}, {0}};
+    mxfa_tensor L = {po ? la.data : lse, MXFA_F32, MXFA_MEM_HOST, 2, {tq, hq}, {0}};
+    mxfa_dtype odt = out_bf16 ? MXFA_BF16 : MXFA_F32;
+    mxfa_tensor DQ = {out_bf16 ? (void *)gb[0] : (void *)g[0], odt, MXFA_MEM_HOST, 3, {tq, hq, d}, {0}};
+    mxfa_tensor DK = {out_bf16 ? (void *)gb[1] : (void *)g[1], odt, MXFA_MEM_HOST, 3, {tk, hkv, d}, {0}};
+    mxfa_tensor DV = {out_bf16 ? (void *)gb[2] : (void *)g[2], odt, MXFA_MEM_HOST, 3, {tk, hkv, d}, {0}};
+    if (mxfa_attn_bwd(ctx, p, &Q, &K, &V, &O, &DO, &L, cuq, cuk, batch, &DQ, &DK, &DV) != MXFA_OK) {
+        rc = cli_error(cmd, "%s", mxfa_last_error(ctx));
+        goto out;
+    }
+    for (int i = 0; i < 3 && out_bf16; i++)
+        for (int64_t x = 0; x < counts[i]; x++)
+            g[i][x] = mxfa_bf16_to_f32(gb[i][x]);
+    if (compare) {
+        for (int i = 0; i < 3; i++)
+            if (!(t[i] = malloc((size_t)counts[i] * sizeof(double)))) {
+                rc = cli_error(cmd, "out of memory");
+                goto out;
+            }
+        mxfa_tensor TQ = {t[0], MXFA_F64, MXFA_MEM_HOST, 3, {tq, hq, d}, {0}};
+        mxfa_tensor TK = {t[1], MXFA_F64, MXFA_MEM_HOST, 3, {tk, hkv, d}, {0}};
+        mxfa_tensor TV = {t[2], MXFA_F64, MXFA_MEM_HOST, 3, {tk, hkv, d}, {0}};
+        if (mxfa_attn_bwd_f64(ctx, p, &Q, &K, &V, &DO, cuq, cuk, batch, &TQ, &TK, &TV) != MXFA_OK) {
+            rc = cli_error(cmd, "%s", mxfa_last_error(ctx));
+            goto out;
+        }
+        mxfa_tensor F[3] = {DQ, DK, DV}, R[3] = {TQ, TK, TV};
+        static const char *const names[3] = {"dQ", "dK", "dV"};
+        printf("backward: model %s, preset %s, P %s, %s, backend %s\n", mxfa_model_name(p->model),
+               mxfa_preset_name(p->preset), mxfa_p_scale_name(p->p_scale),
+               p->causal == MXFA_CAUSAL ? "causal" : p->causal == MXFA_CAUSAL_PLAIN ? "causal (plain)" : "non-causal",
+               mxfa_backend_name(ctx));
+        printf("%-4s %12s %12s %10s %10s\n", "", "rel L2", "max abs", "cosine", "SQNR dB");
+        for (int i = 0; i < 3; i++) {
+            mxfa_metrics m;
+            mxfa_compare(&F[i], &R[i], &m);
+            printf("%-4s %12.4e %12.4e %10.6f %10.2f\n", names[i], m.rel_l2, m.max_abs, m.cosine, m.sqnr_db);
+        }
+    }
+    {
+        const char *paths[3] = {pdq, pdk, pdv};
+        const int ndims[3] = {3, 3, 3};
+        const int64_t shapes[3][3] = {{tq, hq, d}, {tk, hkv, d}, {tk, hkv, d}};
+        float *const datas[3] = {g[0], g[1], g[2]};
+        rc = write_set(cmd, 3, paths, ndims, shapes, datas);
+    }
+out:
+    npy_free(&dO);
+    npy_free(&oa);
+    npy_free(&la);
+    free(o);
+    free(lse);
+    for (int i = 0; i < 3; i++) {
+        free(g[i]);
+        free(gb[i]);
+        free(t[i]);
+    }
+    return rc;
+}
+
 int cmd_attn(int argc, char **argv)
 {
     const char *cmd = "attn";
     const char *pq = NULL, *pk = NULL, *pv = NULL, *pout = NULL, *plse = NULL, *cuq_arg = NULL, *cuk_arg = NULL;
-    const char *backend = "auto";
-    int compare = 0, out_bf16 = 0, ch, rc;
+    const char *backend = "auto", *pdo = NULL, *po = NULL, *pdq = NULL, *pdk = NULL, *pdv = NULL;
+    int compare = 0, out_bf16 = 0, backward = 0, ch, rc;
     mxfa_attn_params p;
     mxfa_attn_params_default(&p);
     optind = 1;
@@ -186,6 +349,12 @@ int cmd_attn(int argc, char **argv)
             break;
         case OPT_CMP: compare = 1; break;
         case OPT_BACKEND: backend = optarg; break;
+        case OPT_BWD: backward = 1; break;
+        case OPT_DO: pdo = optarg; break;
+        case OPT_O: po = optarg; break;
+        case OPT_DQ: pdq = optarg; break;
+        case OPT_DK: pdk = optarg; break;
+        case OPT_DV: pdv = optarg; break;
         case 'h': fputs(attn_help, stdout); return 0;
         default: return cli_usage(cmd, "unknown option or missing value: '%s'", argv[optind - 1]);
         }
@@ -194,11 +363,24 @@ int cmd_attn(int argc, char **argv)
     }
     if (optind < argc)
         return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
-    if (!pq || !pk || !pv || !pout)
-        return cli_usage(cmd, "--q, --k, --v and --out are required");
+    if (backward) {
+        if (!pq || !pk || !pv || !pdo || !pdq || !pdk || !pdv)
+            return cli_usage(cmd, "--backward needs --q, --k, --v, --do, --dq, --dk and --dv");
+        if (pout)
+            return cli_usage(cmd, "--out belongs to the forward pass (the backward writes --dq, --dk, --dv)");
+        if (!po != !plse)
+            return cli_usage(cmd, "give both --o and --lse, or neither (then they are recomputed)");
+        if (!strcmp(pdq, pdk) || !strcmp(pdq, pdv) || !strcmp(pdk, pdv))
+            return cli_usage(cmd, "--dq, --dk and --dv must name different files");
+    } else {
+        if (!pq || !pk || !pv || !pout)
+            return cli_usage(cmd, "--q, --k, --v and --out are required");
+        if (pdo || po || pdq || pdk || pdv)
+            return cli_usage(cmd, "--do, --o, --dq, --dk and --dv belong to --backward");
+    }
     if (!cuq_arg != !cuk_arg)
         return cli_usage(cmd, "give both --cu-seqlens-q and --cu-seqlens-k, or neither");
-    if (plse && !strcmp(plse, pout))
+    if (!backward && plse && !strcmp(plse, pout))
         return cli_usage(cmd, "--out and --lse name the same file");
 
     npy_array q = {0}, k = {0}, v = {0};
@@ -220,6 +402,11 @@ int cmd_attn(int argc, char **argv)
     if ((rc = cli_open(cmd, backend, &ctx)))
         goto done;
     int64_t tq = q.shape[0], hq = q.shape[1], d = q.shape[2];
+    if (backward) {
+        rc = attn_backward(cmd, ctx, &p, &q, &k, &v, cuq, cuk, cuq ? nq - 1 : 1, pdo, po, plse, pdq, pdk, pdv, out_bf16,
+                           compare);
+        goto done;
+    }
     o = malloc((size_t)q.count * sizeof *o);
     lse = malloc((size_t)(tq * hq) * sizeof *lse);
     obf = out_bf16 ? malloc((size_t)q.count * sizeof *obf) : NULL;
@@ -270,26 +457,12 @@ int cmd_attn(int argc, char **argv)
                    (long long)mo.mismatched_nonfinite, (long long)ml.mismatched_nonfinite);
     }
     /* write O (and LSE) atomically, both or neither */
-    char tmp1[PATH_MAX], tmp2[PATH_MAX], err[PATH_MAX + 256];
-    int64_t oshape[3] = {tq, hq, d}, lshape[2] = {tq, hq};
-    if (npy_write_temp(pout, NPY_F32, 3, oshape, o, tmp1, sizeof tmp1, err, sizeof err) != MXFA_OK) {
-        rc = cli_error(cmd, "%s", err);
-        goto done;
-    }
-    if (plse && npy_write_temp(plse, NPY_F32, 2, lshape, lse, tmp2, sizeof tmp2, err, sizeof err) != MXFA_OK) {
-        npy_discard(tmp1);
-        rc = cli_error(cmd, "%s", err);
-        goto done;
-    }
-    if (npy_commit(tmp1, pout, err, sizeof err) != MXFA_OK) {
-        if (plse)
-            npy_discard(tmp2);
-        rc = cli_error(cmd, "%s", err);
-        goto done;
-    }
-    if (plse && npy_commit(tmp2, plse, err, sizeof err) != MXFA_OK) {
-        remove(pout);
-        rc = cli_error(cmd, "%s", err);
+    {
+        const char *paths[2] = {pout, plse};
+        const int ndims[2] = {3, 2};
+        const int64_t shapes[2][3] = {{tq, hq, d}, {tq, hq, 0}};
+        float *const datas[2] = {o, lse};
+        rc = write_set(cmd, plse ? 2 : 1, paths, ndims, shapes, datas);
     }
 done:
     npy_free(&q);
