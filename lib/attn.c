@@ -1,6 +1,7 @@
 /* Entry points for attention: argument checking, defaults, and dispatch to
  * the backend (or to the float64 truth). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -208,4 +209,75 @@ MXFA_API mxfa_status mxfa_attn_bwd_f64(mxfa_ctx *ctx, const mxfa_attn_params *p,
         batch = 1;
     return mxfa_truth_attn_bwd(ctx, &r, &views[0], &views[1], &views[2], &ex[1], cu_seqlens_q, cu_seqlens_k, batch,
                                &ex[3], &ex[4], &ex[5]);
+}
+
+MXFA_API mxfa_status mxfa_attn_bwd_mx(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
+                                      const mxfa_tensor *k, const mxfa_tensor *v, const mxfa_tensor *o,
+                                      const mxfa_tensor *dout, const mxfa_tensor *lse, const int32_t *cu_seqlens_q,
+                                      const int32_t *cu_seqlens_k, int batch, mxfa_tensor *dq, mxfa_mx *dk,
+                                      mxfa_mx *dv)
+{
+    const char *fn = "mxfa_attn_bwd_mx";
+    mxfa_attn_params r;
+    int32_t dqo[2], dko[2];
+    mxfa_view_nd views[5];
+    CHECK(check_attn(ctx, fn, p, q, k, v, &cu_seqlens_q, &cu_seqlens_k, batch, NULL, NULL, 0, &r, dqo, dko, views));
+    if (cu_seqlens_q == dqo)
+        batch = 1;
+    if (!dk || !dv)
+        return mxfa_fail(ctx, MXFA_ERR_NULL, "%s: dk and dv are required", fn);
+    const int64_t tk = views[1].shape[0], hkv = views[1].shape[1], d = views[1].shape[2];
+    int64_t nblk = 0;
+    for (int b = 0; b < batch; b++)
+        nblk += ((int64_t)cu_seqlens_k[b + 1] - cu_seqlens_k[b] + 31) / 32;
+    const int64_t dshape[3] = {tk, hkv, d}, sshape[3] = {nblk, hkv, d / 32};
+    mxfa_view_nd dd[2], sd[2];
+    mxfa_mx *outs[2] = {dk, dv};
+    for (int i = 0; i < 2; i++) {
+        const char *what = i ? "dv" : "dk";
+        if (outs[i]->block != MXFA_BLOCK_SQUARE || outs[i]->layout != MXFA_LAYOUT_COMPACT)
+            return mxfa_fail(ctx, MXFA_ERR_UNSUPPORTED, "%s: %s must ask for square blocks in the compact layout", fn,
+                             what);
+        CHECK(mxfa_check_tensor(ctx, i ? "dv->data" : "dk->data", &outs[i]->data, DT(MXFA_E4M3) | DT(MXFA_E5M2), 3,
+                                dshape, 1, &dd[i]));
+        if (nblk == 0)
+            return mxfa_fail(ctx, MXFA_ERR_SHAPE, "%s: the batch holds no keys", fn);
+        CHECK(mxfa_check_tensor(ctx, i ? "dv->scales" : "dk->scales", &outs[i]->scales, DT(MXFA_E8M0), 3, sshape, 1,
+                                &sd[i]));
+        for (int j = 0; j < 3; j++)
+            CHECK(mxfa_check_disjoint_nd(ctx, what, &dd[i], "an input", &views[j]));
+        CHECK(mxfa_check_disjoint_nd(ctx, what, &dd[i], "its scales", &sd[i]));
+    }
+    CHECK(mxfa_check_disjoint_nd(ctx, "dk", &dd[0], "dv", &dd[1]));
+    CHECK(mxfa_check_disjoint_nd(ctx, "dk's scales", &sd[0], "dv's scales", &sd[1]));
+    /* fp32 gradients first, then each (sequence, head) slice in square blocks */
+    size_t n = (size_t)(tk * hkv * d);
+    float *gk = malloc(n * sizeof *gk), *gv = malloc(n * sizeof *gv);
+    if (!gk || !gv) {
+        free(gk);
+        free(gv);
+        return mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "%s: cannot allocate the fp32 gradients", fn);
+    }
+    mxfa_tensor tk_ = {gk, MXFA_F32, MXFA_MEM_HOST, 3, {tk, hkv, d}, {0}}, tv_ = tk_;
+    tv_.data = gv;
+    mxfa_status st = mxfa_attn_bwd(ctx, &r, q, k, v, o, dout, lse, cu_seqlens_q == dqo ? NULL : cu_seqlens_q,
+                                   cu_seqlens_q == dqo ? NULL : cu_seqlens_k, batch, dq, &tk_, &tv_);
+    int64_t blk0 = 0;
+    for (int b = 0; b < batch && st == MXFA_OK; b++) {
+        int64_t len = (int64_t)cu_seqlens_k[b + 1] - cu_seqlens_k[b];
+        for (int64_t g = 0; g < hkv && st == MXFA_OK && len > 0; g++)
+            for (int i = 0; i < 2 && st == MXFA_OK; i++) {
+                mxfa_view src = {(i ? gv : gk) + (cu_seqlens_k[b] * hkv + g) * d, MXFA_F32, len, d, hkv * d, 1};
+                mxfa_view dst = mxfa_view_slice(&dd[i], 0, 2, cu_seqlens_k[b] * dd[i].stride[0] + g * dd[i].stride[1],
+                                                len, d);
+                mxfa_view sc = mxfa_view_slice(&sd[i], 0, 2, blk0 * sd[i].stride[0] + g * sd[i].stride[1],
+                                               (len + 31) / 32, d / 32);
+                mxfa_segment seg = {0, len, 0};
+                st = ctx->backend->quantize(ctx, &src, &seg, 1, r.preset, MXFA_BLOCK_SQUARE, &dst, &sc);
+            }
+        blk0 += (len + 31) / 32;
+    }
+    free(gk);
+    free(gv);
+    return st;
 }

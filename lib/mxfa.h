@@ -490,6 +490,20 @@ MXFA_API mxfa_status mxfa_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, con
                                    const int32_t *cu_seqlens_k, int batch, mxfa_tensor *dq, mxfa_tensor *dk,
                                    mxfa_tensor *dv);
 
+/*
+ * The same, with dK and dV returned as MXFP8 in 32x32 square blocks (ready to
+ * feed the next products in either orientation). dk->data and dv->data are
+ * [tokens_k, Hkv, D] of MXFA_E4M3 or MXFA_E5M2; their scales are MXFA_E8M0
+ * [sum_i ceil(len_k_i / 32), Hkv, D / 32]: blocks restart at every sequence
+ * and never mix heads. The block fields must be MXFA_BLOCK_SQUARE, the
+ * layouts compact; the preset is p->preset. dQ is as in mxfa_attn_bwd.
+ */
+MXFA_API mxfa_status mxfa_attn_bwd_mx(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
+                                      const mxfa_tensor *k, const mxfa_tensor *v, const mxfa_tensor *o,
+                                      const mxfa_tensor *dout, const mxfa_tensor *lse, const int32_t *cu_seqlens_q,
+                                      const int32_t *cu_seqlens_k, int batch, mxfa_tensor *dq, mxfa_mx *dk,
+                                      mxfa_mx *dv);
+
 /* The float64 gradients of the float64 forward pass (no quantization);
  * dq, dk, dv MXFA_F64. */
 MXFA_API mxfa_status mxfa_attn_bwd_f64(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,

@@ -447,6 +447,56 @@ static void check_edges(void)
     unmake(&b);
 }
 
+/* ---- 7. dK and dV as MXFP8 square blocks ---- */
+static void check_mx_outputs(void)
+{
+    const int64_t H = 2, D = 64;
+    static const int32_t cq[3] = {0, 40, 90}, ck[3] = {0, 45, 115}; /* key lengths 45 and 70 */
+    prob p = make(90, 115, H, H, D, -1);
+    mxfa_attn_params ap;
+    mxfa_attn_params_default(&ap);
+    ap.causal = MXFA_CAUSAL;
+    int good = run(&ap, &p, cq, ck, 2) == MXFA_OK;
+    const int64_t nblk = 2 + 3; /* ceil(45/32) + ceil(70/32) */
+    uint8_t *kd = malloc((size_t)(115 * H * D)), *vd = malloc((size_t)(115 * H * D));
+    uint8_t *ks = malloc((size_t)(nblk * H * 2)), *vs = malloc((size_t)(nblk * H * 2));
+    float *dq2 = malloc((size_t)(90 * H * D) * sizeof *dq2);
+    mxfa_tensor Q = t3(p.q, MXFA_F32, 90, H, D), K = t3(p.k, MXFA_F32, 115, H, D), V = t3(p.v, MXFA_F32, 115, H, D);
+    mxfa_tensor O = t3(p.o, MXFA_F32, 90, H, D), DO = t3(p.dout, MXFA_F32, 90, H, D), L = t2(p.lse, MXFA_F32, 90, H);
+    mxfa_tensor DQ = t3(dq2, MXFA_F32, 90, H, D);
+    mxfa_mx dk = {t3(kd, MXFA_E4M3, 115, H, D), t3(ks, MXFA_E8M0, nblk, H, 2), MXFA_BLOCK_SQUARE, MXFA_LAYOUT_COMPACT};
+    mxfa_mx dv = {t3(vd, MXFA_E4M3, 115, H, D), t3(vs, MXFA_E8M0, nblk, H, 2), MXFA_BLOCK_SQUARE, MXFA_LAYOUT_COMPACT};
+    good &= mxfa_attn_bwd_mx(ctx, &ap, &Q, &K, &V, &O, &DO, &L, cq, ck, 2, &DQ, &dk, &dv) == MXFA_OK;
+    if (!good)
+        diag("%s", mxfa_last_error(ctx));
+    good &= memcmp(dq2, p.dq, (size_t)(90 * H * D) * sizeof *dq2) == 0;
+    /* each (sequence, head) slice equals the square quantization of the fp32 gradient */
+    int64_t blk0 = 0;
+    for (int b = 0; b < 2 && good; b++) {
+        int64_t len = ck[b + 1] - ck[b], nb = (len + 31) / 32;
+        for (int64_t g = 0; g < H; g++)
+            for (int i = 0; i < 2; i++) {
+                const float *src = (i ? p.dv : p.dk) + (ck[b] * H + g) * D;
+                mxfa_tensor x = mxfa_tensor_2d((void *)src, MXFA_F32, len, D);
+                x.stride[0] = H * D;
+                uint8_t dd[70 * 64], ss[3 * 2];
+                mxfa_mx m = {mxfa_tensor_2d(dd, MXFA_E4M3, len, D), mxfa_tensor_2d(ss, MXFA_E8M0, nb, 2),
+                             MXFA_BLOCK_SQUARE, MXFA_LAYOUT_COMPACT};
+                good &= mxfa_quantize(ctx, &x, MXFA_PRESET_RCEIL, &m) == MXFA_OK;
+                const uint8_t *od = (i ? vd : kd), *os = (i ? vs : ks);
+                for (int64_t t = 0; t < len; t++)
+                    good &= memcmp(dd + t * D, od + ((ck[b] + t) * H + g) * D, D) == 0;
+                for (int64_t r = 0; r < nb; r++)
+                    good &= memcmp(ss + r * 2, os + ((blk0 + r) * H + g) * 2, 2) == 0;
+            }
+        blk0 += nb;
+    }
+    ok(good, "mxfa_attn_bwd_mx returns dK and dV as square MXFP8 per sequence and head, equal to quantizing the "
+             "fp32 gradients; dQ unchanged");
+    free(kd), free(vd), free(ks), free(vs), free(dq2);
+    unmake(&p);
+}
+
 int main(void)
 {
     rng_seed_from_env(20261129);
@@ -460,6 +510,7 @@ int main(void)
     check_causal();
     check_square_reuse();
     check_edges();
+    check_mx_outputs();
     mxfa_close(ctx);
     return done_testing();
 }
