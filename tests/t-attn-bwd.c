@@ -10,29 +10,11 @@
  */
 #include <math.h>
 
+#include "attn_util.h"
 #include "mxfa.h"
 #include "tap.h"
 
 static mxfa_ctx *ctx;
-
-static double gauss(void)
-{
-    double u = ((double)(rng_next() >> 11) + 0.5) / 9007199254740992.0;
-    double v = ((double)(rng_next() >> 11) + 0.5) / 9007199254740992.0;
-    return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
-}
-
-static mxfa_tensor t3(void *p, mxfa_dtype dt, int64_t a, int64_t b, int64_t c)
-{
-    mxfa_tensor t = {p, dt, MXFA_MEM_HOST, 3, {a, b, c}, {0}};
-    return t;
-}
-
-static mxfa_tensor t2(void *p, mxfa_dtype dt, int64_t a, int64_t b)
-{
-    mxfa_tensor t = {p, dt, MXFA_MEM_HOST, 2, {a, b}, {0}};
-    return t;
-}
 
 /* N(0,1) values rounded to multiples of 2^-10 (so that +-2^-12 is exact);
  * channel `outlier` of each head times `mult` */

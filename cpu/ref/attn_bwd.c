@@ -107,21 +107,6 @@ static mma_operand f32_as_bf16(float x)
     return mxfa_mma_operand_bf16(mxfa_f32_bits_to_bf16(f32_bits(x)));
 }
 
-static float load_f(const mxfa_view_nd *v, int64_t i0, int64_t i1, int64_t i2)
-{
-    int64_t idx[3] = {i0, i1, i2};
-    const void *p = view_nd_at(v, idx);
-    uint32_t b;
-    if (v->dtype == MXFA_BF16) {
-        uint16_t h;
-        memcpy(&h, p, 2);
-        b = bf16_to_f32_bits(h);
-    } else {
-        memcpy(&b, p, 4);
-    }
-    return f32_from_bits(b);
-}
-
 static void store_f(const mxfa_view_nd *v, int64_t i0, int64_t i1, int64_t i2, float x)
 {
     int64_t idx[3] = {i0, i1, i2};
@@ -394,7 +379,7 @@ mxfa_status mxfa_ref_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mx
                     st = mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "attention backward: out of memory");
                 for (int64_t j = 0; st == MXFA_OK && j < lk; j++)
                     for (int64_t e = 0; e < d; e++)
-                        job.kbf[e * lk + j] = job.kbf_rows[j * d + e] = f32_as_bf16(load_f(k, cu_k[b] + j, g, e));
+                        job.kbf[e * lk + j] = job.kbf_rows[j * d + e] = f32_as_bf16(ref_load_f32_3d(k, cu_k[b] + j, g, e));
             }
             for (int64_t h = g * group; h < (g + 1) * group && st == MXFA_OK && lk > 0 && lq > 0; h++) {
                 mxfa_view qs = mxfa_view_slice(q, 0, 2, cu_q[b] * q->stride[0] + h * q->stride[1], lq, d);
@@ -417,7 +402,7 @@ mxfa_status mxfa_ref_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mx
                     memcpy(&job.lse[i], view_nd_at(lse, idx), 4);
                     float acc = 0.0f;
                     for (int64_t e = 0; e < d; e++)
-                        acc += load_f(dout, cu_q[b] + i, h, e) * load_f(o, cu_q[b] + i, h, e);
+                        acc += ref_load_f32_3d(dout, cu_q[b] + i, h, e) * ref_load_f32_3d(o, cu_q[b] + i, h, e);
                     job.delta[i] = acc;
                 }
                 int64_t lim_last_row = key_limit(&job, lq - 1);

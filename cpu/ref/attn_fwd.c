@@ -76,21 +76,6 @@ static mxfa_status quantize_head(mxfa_ctx *ctx, const mxfa_view *src, mxfa_block
     return MXFA_OK;
 }
 
-static float load_f(const mxfa_view_nd *v, int64_t i0, int64_t i1, int64_t i2)
-{
-    int64_t idx[3] = {i0, i1, i2};
-    const void *p = view_nd_at(v, idx);
-    uint32_t b;
-    if (v->dtype == MXFA_BF16) {
-        uint16_t h;
-        memcpy(&h, p, 2);
-        b = bf16_to_f32_bits(h);
-    } else {
-        memcpy(&b, p, 4);
-    }
-    return f32_from_bits(b);
-}
-
 /* The query head's state over its key tiles: running max m (log2 domain),
  * denominator l and unnormalized output O, per row. */
 typedef struct row_state {
@@ -326,7 +311,7 @@ mxfa_status mxfa_ref_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mx
                 }
                 for (int64_t j = 0; j < job.lk; j++)
                     for (int64_t e = 0; e < d; e++)
-                        job.vbf[e * job.lk + j] = load_f(v, cu_k[b] + j, g, e);
+                        job.vbf[e * job.lk + j] = ref_load_f32_3d(v, cu_k[b] + j, g, e);
             }
             for (int64_t h = g * group; h < (g + 1) * group && st == MXFA_OK; h++)
                 st = run_head(ctx, &job, q, cu_q[b], h, o, lse);

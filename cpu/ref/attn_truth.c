@@ -13,16 +13,7 @@
 
 static double load_d(const mxfa_view_nd *v, int64_t i0, int64_t i1, int64_t i2)
 {
-    int64_t idx[3] = {i0, i1, i2};
-    const void *p = view_nd_at(v, idx);
-    if (v->dtype == MXFA_BF16) {
-        uint16_t h;
-        memcpy(&h, p, 2);
-        return (double)f32_from_bits(bf16_to_f32_bits(h));
-    }
-    float f;
-    memcpy(&f, p, 4);
-    return (double)f;
+    return (double)ref_load_f32_3d(v, i0, i1, i2);
 }
 
 mxfa_status mxfa_truth_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_nd *q,

@@ -28,6 +28,23 @@ static inline uint32_t ref_load_f32(const mxfa_view *v, int64_t r, int64_t c)
     return b;
 }
 
+/* Element (i0, i1, i2) of a 3-D f32 or bf16 view as a float (bf16 widened
+ * exactly). */
+static inline float ref_load_f32_3d(const mxfa_view_nd *v, int64_t i0, int64_t i1, int64_t i2)
+{
+    int64_t idx[3] = {i0, i1, i2};
+    const void *p = view_nd_at(v, idx);
+    uint32_t b;
+    if (v->dtype == MXFA_BF16) {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        b = bf16_to_f32_bits(h);
+    } else {
+        memcpy(&b, p, 4);
+    }
+    return f32_from_bits(b);
+}
+
 mxfa_status mxfa_ref_quantize(mxfa_ctx *ctx, const mxfa_view *x, const mxfa_segment *segs, int nsegs,
                               mxfa_preset preset, mxfa_block block, const mxfa_view *data,
                               const mxfa_view *scales);
