@@ -414,6 +414,25 @@ static void check_edges(void)
     ok(good && isnan(p.dq[(40 * 2 + 0) * 128]) && isfinite(p.dq[(41 * 2 + 0) * 128]) && isfinite(p.dq[(40 * 2 + 1) * 128]),
        "a NaN in dO makes that query's dQ NaN; its neighbours and the other head stay finite");
     unmake(&p);
+    /* bf16 gradients are the fp32 ones rounded to nearest even */
+    {
+        prob g = make(40, 40, 2, 1, 64, -1);
+        mxfa_attn_params bp;
+        mxfa_attn_params_default(&bp);
+        int good2 = run(&bp, &g, NULL, NULL, 1) == MXFA_OK;
+        uint16_t *hq = malloc((size_t)(40 * 2 * 64) * 2), *hk = malloc((size_t)(40 * 64) * 2), *hv = malloc((size_t)(40 * 64) * 2);
+        mxfa_tensor Q = t3(g.q, MXFA_F32, 40, 2, 64), K = t3(g.k, MXFA_F32, 40, 1, 64), V = t3(g.v, MXFA_F32, 40, 1, 64);
+        mxfa_tensor O = t3(g.o, MXFA_F32, 40, 2, 64), DO = t3(g.dout, MXFA_F32, 40, 2, 64), L = t2(g.lse, MXFA_F32, 40, 2);
+        mxfa_tensor DQ = t3(hq, MXFA_BF16, 40, 2, 64), DK = t3(hk, MXFA_BF16, 40, 1, 64), DV = t3(hv, MXFA_BF16, 40, 1, 64);
+        good2 &= mxfa_attn_bwd(ctx, &bp, &Q, &K, &V, &O, &DO, &L, NULL, NULL, 1, &DQ, &DK, &DV) == MXFA_OK;
+        for (int64_t x = 0; x < 40 * 2 * 64 && good2; x++)
+            good2 = hq[x] == mxfa_f32_to_bf16(g.dq[x]);
+        for (int64_t x = 0; x < 40 * 64 && good2; x++)
+            good2 = hk[x] == mxfa_f32_to_bf16(g.dk[x]) && hv[x] == mxfa_f32_to_bf16(g.dv[x]);
+        ok(good2, "bf16 gradients (GQA 2 on 1) are the fp32 gradients rounded to nearest even");
+        free(hq), free(hk), free(hv);
+        unmake(&g);
+    }
     /* bad arguments */
     prob b = make(8, 8, 2, 2, 64, -1);
     mxfa_tensor Q = t3(b.q, MXFA_F32, 8, 2, 64), K = t3(b.k, MXFA_F32, 8, 2, 64), V = t3(b.v, MXFA_F32, 8, 2, 64);
