@@ -88,20 +88,7 @@ static mxfa_status mx2_quantize(mxfa_ctx *ctx, const mxfa_view *src, mxfa_block 
     return MXFA_OK;
 }
 
-/* An MX operand as bf16 (exact: 4 significant bits times a power of two,
- * unless beyond bf16's range), for the leak-free diagonal blocks. */
-static mma_operand as_bf16(const mma_operand *o, int sexp, int snan)
-{
-    uint32_t v;
-    if (snan || o->cls == MMA_NAN)
-        v = F32_QNAN;
-    else if (o->cls != MMA_FINITE)
-        v = (uint32_t)o->sign << 31;
-    else
-        v = mxfa_f32_round_pack((uint32_t)o->sign, o->sig, o->raw - o->frac_bits + sexp);
-    return mxfa_mma_operand_bf16(mxfa_f32_bits_to_bf16(v));
-}
-
+/* An fp32 value rounded to bf16 at nearest even, as an operand. */
 static mma_operand f32_as_bf16(float x)
 {
     return mxfa_mma_operand_bf16(mxfa_f32_bits_to_bf16(f32_bits(x)));
@@ -149,8 +136,8 @@ static uint32_t dot_block(const mma_model_def *model, const operand_row *a, cons
     if (bf16) {
         mma_operand wa[32], wb[32];
         for (int j = 0; j < n; j++) {
-            wa[j] = a->raw_bf16 ? a->raw_bf16[k0 + j] : as_bf16(&a->x[k0 + j], row_sexp(a, k0 + j), row_snan(a, k0 + j));
-            wb[j] = b->raw_bf16 ? b->raw_bf16[k0 + j] : as_bf16(&b->x[k0 + j], row_sexp(b, k0 + j), row_snan(b, k0 + j));
+            wa[j] = a->raw_bf16 ? a->raw_bf16[k0 + j] : mxfa_mma_widen_bf16(&a->x[k0 + j], row_sexp(a, k0 + j), row_snan(a, k0 + j));
+            wb[j] = b->raw_bf16 ? b->raw_bf16[k0 + j] : mxfa_mma_widen_bf16(&b->x[k0 + j], row_sexp(b, k0 + j), row_snan(b, k0 + j));
         }
         return mxfa_mma_bf16_steps(model, wa, wb, n, acc);
     }
@@ -252,7 +239,7 @@ static mxfa_status bwd_tile(mxfa_ctx *ctx, bwd_head *job, int64_t r0, int64_t nr
                 if (dg) {
                     mma_operand wb[32];
                     for (int t = 0; t < n; t++)
-                        wb[t] = as_bf16(&b[t], sexp_at(&job->dout, r0 + q0 + t, e), snan_at(&job->dout, r0 + q0 + t, e));
+                        wb[t] = mxfa_mma_widen_bf16(&b[t], sexp_at(&job->dout, r0 + q0 + t, e), snan_at(&job->dout, r0 + q0 + t, e));
                     acc = mxfa_mma_bf16_steps(model, &pbf[q0], wb, n, acc);
                 } else {
                     acc = mxfa_mma_block(model, a, sexp_at(&pq, q0, j), snan_at(&pq, q0, j), b,
@@ -295,7 +282,7 @@ static mxfa_status bwd_tile(mxfa_ctx *ctx, bwd_head *job, int64_t r0, int64_t nr
                     mma_operand wa[32], wb[32];
                     for (int t = 0; t < n; t++) {
                         wa[t] = f32_as_bf16(ds[(q0 + t) * bn + j]);
-                        wb[t] = as_bf16(&b[t], sexp_at(&job->q, r0 + q0 + t, e), snan_at(&job->q, r0 + q0 + t, e));
+                        wb[t] = mxfa_mma_widen_bf16(&b[t], sexp_at(&job->q, r0 + q0 + t, e), snan_at(&job->q, r0 + q0 + t, e));
                     }
                     acc = mxfa_mma_bf16_steps(model, wa, wb, n, acc);
                 } else {

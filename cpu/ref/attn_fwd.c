@@ -113,20 +113,6 @@ static uint32_t dot_qk(const head_job *job, int64_t i, int64_t j)
     return acc;
 }
 
-/* P/256 as a bf16 operand: the E4M3 code times its scale exponent, exact in
- * bf16 (4 significant bits) unless below bf16's range. */
-static mma_operand p_to_bf16(const mma_operand *o, int sexp, int snan)
-{
-    uint32_t v;
-    if (snan || o->cls == MMA_NAN)
-        v = F32_QNAN;
-    else if (o->cls != MMA_FINITE)
-        v = (uint32_t)o->sign << 31; /* E4M3 has no Inf */
-    else
-        v = mxfa_f32_round_pack((uint32_t)o->sign, o->sig, o->raw - o->frac_bits + sexp);
-    return mxfa_mma_operand_bf16(mxfa_f32_bits_to_bf16(v));
-}
-
 /* Scratch for one row of one key tile. */
 typedef struct tile_scratch {
     float *x;          /* S * c, then reused */
@@ -195,7 +181,7 @@ static void row_tile(const head_job *job, int64_t i, int64_t c0, int64_t bn, int
         int diagonal = job->p->causal == MXFA_CAUSAL && lim_first < klast && lim_last >= kb0;
         if (diagonal)
             for (int j = 0; j < n; j++)
-                t->pbf[j] = p_to_bf16(&t->pq[b0 + j], t->pexp[blk], t->pnan[blk]);
+                t->pbf[j] = mxfa_mma_widen_bf16(&t->pq[b0 + j], t->pexp[blk], t->pnan[blk]);
         for (int64_t e = 0; e < d; e++) {
             uint32_t acc = f32_bits(rs->o[e]);
             if (diagonal) {

@@ -17,10 +17,7 @@ static uint8_t load_u8(const mxfa_view *v, int64_t r, int64_t c)
     return *(const uint8_t *)view_at(v, r, c);
 }
 
-/* An operand widened with its scale exponent to bf16, as the sm90-bf16 model
- * feeds the tensor cores: the exact value rounded once to nearest even
- * (exact unless beyond bf16's range); a NaN scale gives NaN. */
-static mma_operand widen_bf16(const mma_operand *x, int scale_exp, int nan_scale)
+mma_operand mxfa_mma_widen_bf16(const mma_operand *x, int scale_exp, int nan_scale)
 {
     uint32_t v;
     if (nan_scale || x->cls == MMA_NAN)
@@ -63,8 +60,8 @@ uint32_t mxfa_mma_block(const mma_model_def *m, const mma_operand *a, int sa, in
     case MMA_SCALE_INTO_BF16: {
         mma_operand wa[32], wb[32];
         for (int k = 0; k < n; k++) {
-            wa[k] = widen_bf16(&a[k], sa, a_nan);
-            wb[k] = widen_bf16(&b[k], sb, b_nan);
+            wa[k] = mxfa_mma_widen_bf16(&a[k], sa, a_nan);
+            wb[k] = mxfa_mma_widen_bf16(&b[k], sb, b_nan);
         }
         return mxfa_mma_bf16_steps(m, wa, wb, n, acc);
     }

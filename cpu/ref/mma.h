@@ -110,6 +110,12 @@ uint32_t mxfa_mma_promote(const mma_term *value, int scale_exp, uint32_t acc);
 uint32_t mxfa_mma_block(const mma_model_def *m, const mma_operand *a, int sa, int a_nan, const mma_operand *b,
                         int sb, int b_nan, int n, uint32_t acc);
 
+/* An operand times 2^scale_exp widened to bf16, as the sm90-bf16 model and
+ * the leak-free diagonal blocks feed the tensor cores: the exact value
+ * rounded once to nearest even (exact unless beyond bf16's range); a NaN
+ * scale gives NaN. */
+mma_operand mxfa_mma_widen_bf16(const mma_operand *x, int scale_exp, int nan_scale);
+
 /* n bf16 products accumulated into acc by the model's bf16 step. */
 uint32_t mxfa_mma_bf16_steps(const mma_model_def *m, const mma_operand *a, const mma_operand *b, int n, uint32_t acc);
 
