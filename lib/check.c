@@ -75,78 +75,39 @@ mxfa_status mxfa_check_matrix(mxfa_ctx *ctx, const char *what, const mxfa_tensor
                               unsigned dtypes, int64_t rows, int64_t cols, int is_output,
                               mxfa_view *v)
 {
-    if (!t)
-        return mxfa_fail(ctx, MXFA_ERR_NULL, "%s: tensor descriptor is NULL", what);
-    if (!t->data)
-        return mxfa_fail(ctx, MXFA_ERR_NULL, "%s: data pointer is NULL", what);
-    if (!dtype_known(t->dtype) || !(dtypes & DT(t->dtype))) {
-        char list[128] = "";
-        size_t n = 0;
-        for (int d = 0; d <= MXFA_I32; d++)
-            if (dtypes & DT(d))
-                n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "",
-                                      mxfa_dtype_name((mxfa_dtype)d));
-        return mxfa_fail(ctx, MXFA_ERR_INVALID, "%s: dtype %s (%d) is not allowed here (allowed: %s)",
-                         what, mxfa_dtype_name(t->dtype), (int)t->dtype, list);
-    }
-    mxfa_status st = mxfa_check_memory(ctx, what, t);
-    if (st != MXFA_OK)
-        return st;
-    if (t->ndim != 2)
-        return mxfa_fail(ctx, MXFA_ERR_SHAPE, "%s: expected a 2-D tensor, got ndim = %d", what, t->ndim);
-    int64_t r = t->shape[0], c = t->shape[1];
-    if (r <= 0 || c <= 0)
-        return mxfa_fail(ctx, MXFA_ERR_SHAPE, "%s: sizes must be positive, got [%lld, %lld]", what,
-                         (long long)r, (long long)c);
-    if ((rows >= 0 && r != rows) || (cols >= 0 && c != cols))
-        return mxfa_fail(ctx, MXFA_ERR_SHAPE, "%s: shape [%lld, %lld] does not match the expected [%lld, %lld]",
-                         what, (long long)r, (long long)c, (long long)rows, (long long)cols);
-    int64_t rs = t->stride[0], cs = t->stride[1];
-    int64_t count, extent_a, extent_b, last;
-    if (!mxfa_mul_ok(r, c, &count))
-        return mxfa_fail(ctx, MXFA_ERR_OVERFLOW, "%s: %lld x %lld elements overflow", what,
-                         (long long)r, (long long)c);
-    if (rs == 0 && cs == 0) {
-        rs = c;
-        cs = 1;
-    }
-    if (rs < 0 || cs < 0 || (r > 1 && rs == 0) || (c > 1 && cs == 0))
-        return mxfa_fail(ctx, MXFA_ERR_INVALID, "%s: strides [%lld, %lld] must be positive", what,
-                         (long long)rs, (long long)cs);
-    /* The largest element offset, then in bytes, must fit in int64. */
-    if (!mxfa_mul_ok(r - 1, rs, &extent_a) || !mxfa_mul_ok(c - 1, cs, &extent_b) ||
-        !mxfa_add_ok(extent_a, extent_b, &last) || !mxfa_add_ok(last, 1, &last) ||
-        !mxfa_mul_ok(last, (int64_t)mxfa_dtype_size(t->dtype), &last) || (uint64_t)last > SIZE_MAX)
-        return mxfa_fail(ctx, MXFA_ERR_OVERFLOW, "%s: shape [%lld, %lld] with strides [%lld, %lld] overflows",
-                         what, (long long)r, (long long)c, (long long)rs, (long long)cs);
-    if (is_output && r > 1 && c > 1) {
-        /* Non-overlapping: the larger stride must step over a whole run of the smaller. */
-        int64_t small = rs < cs ? rs : cs, big = rs < cs ? cs : rs, n_small = rs < cs ? r : c;
-        int64_t span;
-        if (!mxfa_mul_ok(small, n_small, &span) || big < span)
-            return mxfa_fail(ctx, MXFA_ERR_ALIAS, "%s: strides [%lld, %lld] make the output overlap itself",
-                             what, (long long)rs, (long long)cs);
-    }
-    v->base = t->data;
-    v->dtype = t->dtype;
-    v->rows = r;
-    v->cols = c;
-    v->rs = rs;
-    v->cs = cs;
+    const int64_t shape[2] = {rows, cols};
+    mxfa_view_nd nd;
+    CHECK(mxfa_check_tensor(ctx, what, t, dtypes, 2, shape, is_output, &nd));
+    v->base = nd.base;
+    v->dtype = nd.dtype;
+    v->rows = nd.shape[0];
+    v->cols = nd.shape[1];
+    v->rs = nd.stride[0];
+    v->cs = nd.stride[1];
     return MXFA_OK;
-}
-
-static void view_span(const mxfa_view *v, uintptr_t *lo, uintptr_t *hi)
-{
-    *lo = (uintptr_t)v->base;
-    *hi = *lo + (uintptr_t)(((v->rows - 1) * v->rs + (v->cols - 1) * v->cs + 1) *
-                            (int64_t)mxfa_dtype_size(v->dtype));
 }
 
 int mxfa_views_identical(const mxfa_view *a, const mxfa_view *b)
 {
     return a->base == b->base && a->dtype == b->dtype && a->rows == b->rows && a->cols == b->cols &&
            (a->rows == 1 || a->rs == b->rs) && (a->cols == 1 || a->cs == b->cs);
+}
+
+/* The bytes [lo, hi) an N-D layout can touch. */
+static void span_of(const void *base, mxfa_dtype dtype, int ndim, const int64_t *shape, const int64_t *stride,
+                    uintptr_t *lo, uintptr_t *hi)
+{
+    int64_t last = 0;
+    for (int i = 0; i < ndim; i++)
+        last += (shape[i] - 1) * stride[i];
+    *lo = (uintptr_t)base;
+    *hi = *lo + (uintptr_t)((last + 1) * (int64_t)mxfa_dtype_size(dtype));
+}
+
+static void view_span(const mxfa_view *v, uintptr_t *lo, uintptr_t *hi)
+{
+    const int64_t shape[2] = {v->rows, v->cols}, stride[2] = {v->rs, v->cs};
+    span_of(v->base, v->dtype, 2, shape, stride, lo, hi);
 }
 
 mxfa_status mxfa_check_disjoint(mxfa_ctx *ctx, const char *a_what, const mxfa_view *a,
@@ -187,9 +148,16 @@ mxfa_status mxfa_check_tensor(mxfa_ctx *ctx, const char *what, const mxfa_tensor
         return mxfa_fail(ctx, MXFA_ERR_NULL, "%s: tensor descriptor is NULL", what);
     if (!t->data)
         return mxfa_fail(ctx, MXFA_ERR_NULL, "%s: data pointer is NULL", what);
-    if (!dtype_known(t->dtype) || !(dtypes & DT(t->dtype)))
-        return mxfa_fail(ctx, MXFA_ERR_INVALID, "%s: dtype %s (%d) is not allowed here", what,
-                         mxfa_dtype_name(t->dtype), (int)t->dtype);
+    if (!dtype_known(t->dtype) || !(dtypes & DT(t->dtype))) {
+        char list[128] = "";
+        size_t n = 0;
+        for (int d = 0; d <= MXFA_I32; d++)
+            if (dtypes & DT(d))
+                n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "",
+                                      mxfa_dtype_name((mxfa_dtype)d));
+        return mxfa_fail(ctx, MXFA_ERR_INVALID, "%s: dtype %s (%d) is not allowed here (allowed: %s)", what,
+                         mxfa_dtype_name(t->dtype), (int)t->dtype, list);
+    }
     mxfa_status st = mxfa_check_memory(ctx, what, t);
     if (st != MXFA_OK)
         return st;
@@ -252,11 +220,7 @@ mxfa_status mxfa_check_tensor(mxfa_ctx *ctx, const char *what, const mxfa_tensor
 
 static void span_nd(const mxfa_view_nd *v, uintptr_t *lo, uintptr_t *hi)
 {
-    int64_t last = 0;
-    for (int i = 0; i < v->ndim; i++)
-        last += (v->shape[i] - 1) * v->stride[i];
-    *lo = (uintptr_t)v->base;
-    *hi = *lo + (uintptr_t)((last + 1) * (int64_t)mxfa_dtype_size(v->dtype));
+    span_of(v->base, v->dtype, v->ndim, v->shape, v->stride, lo, hi);
 }
 
 mxfa_status mxfa_check_disjoint_nd(mxfa_ctx *ctx, const char *a_what, const mxfa_view_nd *a, const char *b_what,

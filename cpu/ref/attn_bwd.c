@@ -9,84 +9,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "mma.h"
+#include "mx_decoded.h"
 
 #define LOG2E_BITS 0x3FB8AA3Bu
-
-/* A matrix [rows, cols] quantized (square or row blocks) and decoded in
- * both orientations: x[r * cols + c] and t[c * rows + r], with the scale of
- * (r, c) at sexp/snan[(r / br) * sc + c / 32] (br = 32 for square, 1 for row). */
-typedef struct mx2 {
-    mma_operand *x, *t;
-    int *sexp;
-    uint8_t *snan;
-    int64_t rows, cols, br, sc;
-} mx2;
-
-static void mx2_free(mx2 *m)
-{
-    free(m->x);
-    free(m->t);
-    free(m->sexp);
-    free(m->snan);
-    m->x = m->t = NULL;
-    m->sexp = NULL;
-    m->snan = NULL;
-}
-
-static int mx2_alloc(mx2 *m, int64_t rows, int64_t cols, int64_t br)
-{
-    m->rows = rows;
-    m->cols = cols;
-    m->br = br;
-    m->sc = (cols + 31) / 32;
-    int64_t ns = ((rows + br - 1) / br) * m->sc;
-    m->x = malloc((size_t)(rows * cols) * sizeof *m->x);
-    m->t = malloc((size_t)(rows * cols) * sizeof *m->t);
-    m->sexp = malloc((size_t)ns * sizeof *m->sexp);
-    m->snan = malloc((size_t)ns);
-    if (!m->x || !m->t || !m->sexp || !m->snan) {
-        mx2_free(m);
-        return 0;
-    }
-    return 1;
-}
-
-static int sexp_at(const mx2 *m, int64_t r, int64_t c)
-{
-    return m->sexp[(r / m->br) * m->sc + c / 32];
-}
-
-static int snan_at(const mx2 *m, int64_t r, int64_t c)
-{
-    return m->snan[(r / m->br) * m->sc + c / 32];
-}
-
-/* Quantize a strided [rows, cols] slice with the preset and decode it. */
-static mxfa_status mx2_quantize(mxfa_ctx *ctx, const mxfa_view *src, mxfa_block block, mxfa_preset preset, mx2 *m)
-{
-    int64_t rows = src->rows, cols = src->cols, sr, sc;
-    mxfa_scales_shape(block, rows, cols, &sr, &sc);
-    uint8_t *data = malloc((size_t)(rows * cols)), *scales = malloc((size_t)(sr * sc));
-    if (!data || !scales || !mx2_alloc(m, rows, cols, block == MXFA_BLOCK_SQUARE ? 32 : 1)) {
-        free(data);
-        free(scales);
-        return mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "attention backward: out of memory");
-    }
-    mxfa_view dv = {data, MXFA_E4M3, rows, cols, cols, 1}, sv = {scales, MXFA_E8M0, sr, sc, sc, 1};
-    mxfa_segment seg = {0, rows, 0};
-    mxfa_ref_quantize(ctx, src, &seg, 1, preset, block, &dv, &sv);
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++)
-            m->x[r * cols + c] = m->t[c * rows + r] = mxfa_mma_operand_fp8(&mxfa_fp8_e4m3, data[r * cols + c]);
-    for (int64_t i = 0; i < sr * sc; i++) {
-        m->sexp[i] = (int)scales[i] - 127;
-        m->snan[i] = scales[i] == 0xFF;
-    }
-    free(data);
-    free(scales);
-    return MXFA_OK;
-}
 
 /* An fp32 value rounded to bf16 at nearest even, as an operand. */
 static mma_operand f32_as_bf16(float x)
@@ -114,7 +39,7 @@ static void store_f(const mxfa_view_nd *v, int64_t i0, int64_t i1, int64_t i2, f
  */
 typedef struct operand_row {
     const mma_operand *x; /* x[k] for k in [0, len) */
-    const mx2 *m;         /* scales: (fixed, k) or (k, fixed) */
+    const mx_decoded *m;         /* scales: (fixed, k) or (k, fixed) */
     int64_t fixed;
     int along_rows;       /* k runs along m's rows (a transposed read) */
     const mma_operand *raw_bf16; /* when set: bf16 values to use on diagonal blocks */
@@ -122,12 +47,12 @@ typedef struct operand_row {
 
 static int row_sexp(const operand_row *o, int64_t k)
 {
-    return o->along_rows ? sexp_at(o->m, k, o->fixed) : sexp_at(o->m, o->fixed, k);
+    return o->along_rows ? mxd_sexp(o->m, k, o->fixed) : mxd_sexp(o->m, o->fixed, k);
 }
 
 static int row_snan(const operand_row *o, int64_t k)
 {
-    return o->along_rows ? snan_at(o->m, k, o->fixed) : snan_at(o->m, o->fixed, k);
+    return o->along_rows ? mxd_snan(o->m, k, o->fixed) : mxd_snan(o->m, o->fixed, k);
 }
 
 static uint32_t dot_block(const mma_model_def *model, const operand_row *a, const operand_row *b, int64_t k0,
@@ -150,7 +75,7 @@ typedef struct bwd_head {
     const mma_model_def *model;
     int64_t lq, lk, d;
     float c, log2e;
-    mx2 q, k, v, dout; /* Q, K, dO square; V row blocks along D */
+    mx_decoded q, k, v, dout; /* Q, K, dO square; V row blocks along D */
     mma_operand *kbf;  /* K rounded to bf16, [D][Lk] (keys along each row) for diagonal blocks */
     mma_operand *kbf_rows; /* the same, [Lk][D] */
     float *lse, *delta;
@@ -171,7 +96,7 @@ static mxfa_status bwd_tile(mxfa_ctx *ctx, bwd_head *job, int64_t r0, int64_t nr
     const mma_model_def *model = job->model;
     float *pf = calloc((size_t)(nrp * bn), sizeof *pf), *ds = calloc((size_t)(nrp * bn), sizeof *ds);
     uint8_t *diag = calloc((size_t)(bn / 32), 1);
-    mx2 pq = {0}, dsq = {0};
+    mx_decoded pq = {0}, dsq = {0};
     mxfa_status st = MXFA_OK;
     if (!pf || !ds || !diag) {
         st = mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "attention backward: out of memory");
@@ -204,10 +129,10 @@ static mxfa_status bwd_tile(mxfa_ctx *ctx, bwd_head *job, int64_t r0, int64_t nr
     {
         mxfa_view pv = {pf, MXFA_F32, nrp, bn, bn, 1};
         if (job->p->p_scale == MXFA_P_DYNAMIC) {
-            if ((st = mx2_quantize(ctx, &pv, MXFA_BLOCK_SQUARE, MXFA_PRESET_RCEIL, &pq)) != MXFA_OK)
+            if ((st = mx_decoded_quantize(ctx, &pv, MXFA_BLOCK_SQUARE, MXFA_PRESET_RCEIL, &pq)) != MXFA_OK)
                 goto done;
         } else {
-            if (!mx2_alloc(&pq, nrp, bn, 32)) {
+            if (!mx_decoded_alloc(&pq, nrp, bn, MXFA_BLOCK_SQUARE)) {
                 st = mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "attention backward: out of memory");
                 goto done;
             }
@@ -239,11 +164,11 @@ static mxfa_status bwd_tile(mxfa_ctx *ctx, bwd_head *job, int64_t r0, int64_t nr
                 if (dg) {
                     mma_operand wb[32];
                     for (int t = 0; t < n; t++)
-                        wb[t] = mxfa_mma_widen_bf16(&b[t], sexp_at(&job->dout, r0 + q0 + t, e), snan_at(&job->dout, r0 + q0 + t, e));
+                        wb[t] = mxfa_mma_widen_bf16(&b[t], mxd_sexp(&job->dout, r0 + q0 + t, e), mxd_snan(&job->dout, r0 + q0 + t, e));
                     acc = mxfa_mma_bf16_steps(model, &pbf[q0], wb, n, acc);
                 } else {
-                    acc = mxfa_mma_block(model, a, sexp_at(&pq, q0, j), snan_at(&pq, q0, j), b,
-                                         sexp_at(&job->dout, r0 + q0, e), snan_at(&job->dout, r0 + q0, e), n, acc);
+                    acc = mxfa_mma_block(model, a, mxd_sexp(&pq, q0, j), mxd_snan(&pq, q0, j), b,
+                                         mxd_sexp(&job->dout, r0 + q0, e), mxd_snan(&job->dout, r0 + q0, e), n, acc);
                 }
             }
             job->dv[key * d + e] = f32_from_bits(acc);
@@ -266,7 +191,7 @@ static mxfa_status bwd_tile(mxfa_ctx *ctx, bwd_head *job, int64_t r0, int64_t nr
     /* dS quantized in square blocks with the preset */
     {
         mxfa_view dsv = {ds, MXFA_F32, nrp, bn, bn, 1};
-        if ((st = mx2_quantize(ctx, &dsv, MXFA_BLOCK_SQUARE, job->p->preset, &dsq)) != MXFA_OK)
+        if ((st = mx_decoded_quantize(ctx, &dsv, MXFA_BLOCK_SQUARE, job->p->preset, &dsq)) != MXFA_OK)
             goto done;
     }
     /* dK += dS^T Q, over this tile's queries */
@@ -282,12 +207,12 @@ static mxfa_status bwd_tile(mxfa_ctx *ctx, bwd_head *job, int64_t r0, int64_t nr
                     mma_operand wa[32], wb[32];
                     for (int t = 0; t < n; t++) {
                         wa[t] = f32_as_bf16(ds[(q0 + t) * bn + j]);
-                        wb[t] = mxfa_mma_widen_bf16(&b[t], sexp_at(&job->q, r0 + q0 + t, e), snan_at(&job->q, r0 + q0 + t, e));
+                        wb[t] = mxfa_mma_widen_bf16(&b[t], mxd_sexp(&job->q, r0 + q0 + t, e), mxd_snan(&job->q, r0 + q0 + t, e));
                     }
                     acc = mxfa_mma_bf16_steps(model, wa, wb, n, acc);
                 } else {
-                    acc = mxfa_mma_block(model, a, sexp_at(&dsq, q0, j), snan_at(&dsq, q0, j), b,
-                                         sexp_at(&job->q, r0 + q0, e), snan_at(&job->q, r0 + q0, e), n, acc);
+                    acc = mxfa_mma_block(model, a, mxd_sexp(&dsq, q0, j), mxd_snan(&dsq, q0, j), b,
+                                         mxd_sexp(&job->q, r0 + q0, e), mxd_snan(&job->q, r0 + q0, e), n, acc);
                 }
             }
             job->dk[key * d + e] = f32_from_bits(acc);
@@ -309,8 +234,8 @@ static mxfa_status bwd_tile(mxfa_ctx *ctx, bwd_head *job, int64_t r0, int64_t nr
                     }
                     acc = mxfa_mma_bf16_steps(model, wa, wb, n, acc);
                 } else {
-                    acc = mxfa_mma_block(model, &dsq.x[r * bn + b0], sexp_at(&dsq, r, b0), snan_at(&dsq, r, b0),
-                                         &job->k.t[e * lk + kb0], sexp_at(&job->k, kb0, e), snan_at(&job->k, kb0, e),
+                    acc = mxfa_mma_block(model, &dsq.x[r * bn + b0], mxd_sexp(&dsq, r, b0), mxd_snan(&dsq, r, b0),
+                                         &job->k.t[e * lk + kb0], mxd_sexp(&job->k, kb0, e), mxd_snan(&job->k, kb0, e),
                                          n, acc);
                 }
             }
@@ -318,8 +243,8 @@ static mxfa_status bwd_tile(mxfa_ctx *ctx, bwd_head *job, int64_t r0, int64_t nr
         }
     }
 done:
-    mx2_free(&pq);
-    mx2_free(&dsq);
+    mx_decoded_free(&pq);
+    mx_decoded_free(&dsq);
     free(pf);
     free(ds);
     free(diag);
@@ -357,9 +282,9 @@ mxfa_status mxfa_ref_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mx
             if (lk > 0 && lq > 0) {
                 mxfa_view ks = mxfa_view_slice(k, 0, 2, cu_k[b] * k->stride[0] + g * k->stride[1], lk, d);
                 mxfa_view vs = mxfa_view_slice(v, 0, 2, cu_k[b] * v->stride[0] + g * v->stride[1], lk, d);
-                st = mx2_quantize(ctx, &ks, MXFA_BLOCK_SQUARE, p->preset, &job.k);
+                st = mx_decoded_quantize(ctx, &ks, MXFA_BLOCK_SQUARE, p->preset, &job.k);
                 if (st == MXFA_OK)
-                    st = mx2_quantize(ctx, &vs, MXFA_BLOCK_ROW, p->preset, &job.v);
+                    st = mx_decoded_quantize(ctx, &vs, MXFA_BLOCK_ROW, p->preset, &job.v);
                 job.kbf = malloc((size_t)(lk * d) * sizeof *job.kbf);
                 job.kbf_rows = malloc((size_t)(lk * d) * sizeof *job.kbf_rows);
                 if (st == MXFA_OK && (!job.kbf || !job.kbf_rows))
@@ -371,9 +296,9 @@ mxfa_status mxfa_ref_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mx
             for (int64_t h = g * group; h < (g + 1) * group && st == MXFA_OK && lk > 0 && lq > 0; h++) {
                 mxfa_view qs = mxfa_view_slice(q, 0, 2, cu_q[b] * q->stride[0] + h * q->stride[1], lq, d);
                 mxfa_view os = mxfa_view_slice(dout, 0, 2, cu_q[b] * dout->stride[0] + h * dout->stride[1], lq, d);
-                st = mx2_quantize(ctx, &qs, MXFA_BLOCK_SQUARE, p->preset, &job.q);
-                if (st == MXFA_OK && (st = mx2_quantize(ctx, &os, MXFA_BLOCK_SQUARE, p->preset, &job.dout)) != MXFA_OK)
-                    mx2_free(&job.q);
+                st = mx_decoded_quantize(ctx, &qs, MXFA_BLOCK_SQUARE, p->preset, &job.q);
+                if (st == MXFA_OK && (st = mx_decoded_quantize(ctx, &os, MXFA_BLOCK_SQUARE, p->preset, &job.dout)) != MXFA_OK)
+                    mx_decoded_free(&job.q);
                 if (st != MXFA_OK)
                     break;
                 job.lse = malloc((size_t)lq * sizeof *job.lse);
@@ -408,8 +333,8 @@ mxfa_status mxfa_ref_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mx
                     gk[x] = h == g * group ? sk : gk[x] + sk;
                     gv[x] = h == g * group ? job.dv[x] : gv[x] + job.dv[x];
                 }
-                mx2_free(&job.q);
-                mx2_free(&job.dout);
+                mx_decoded_free(&job.q);
+                mx_decoded_free(&job.dout);
                 free(job.lse), free(job.delta), free(job.dq), free(job.dk), free(job.dv);
                 job.lse = job.delta = job.dq = job.dk = job.dv = NULL;
             }
@@ -423,8 +348,8 @@ mxfa_status mxfa_ref_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mx
                     store_f(dk, cu_k[b] + j, g, e, gk[j * d + e]);
                     store_f(dv, cu_k[b] + j, g, e, gv[j * d + e]);
                 }
-            mx2_free(&job.k);
-            mx2_free(&job.v);
+            mx_decoded_free(&job.k);
+            mx_decoded_free(&job.v);
             free(job.kbf), free(job.kbf_rows);
             job.kbf = job.kbf_rows = NULL;
             free(gk), free(gv);

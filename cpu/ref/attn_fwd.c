@@ -7,74 +7,10 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "mma.h"
+#include "mx_decoded.h"
 
 #define LOG2E_BITS 0x3FB8AA3Bu /* fl(log2 e) */
 #define LN2_BITS 0x3F317218u   /* fl(ln 2) */
-
-/* One matrix of a head quantized and decoded: operands [rows][cols] and a
- * scale exponent (with a NaN flag) per 32-block. */
-typedef struct mx_head {
-    mma_operand *x;
-    int *sexp;
-    uint8_t *snan;
-    int64_t rows, cols;
-} mx_head;
-
-static void mx_head_free(mx_head *h)
-{
-    free(h->x);
-    free(h->sexp);
-    free(h->snan);
-}
-
-/*
- * Quantize a [rows, cols] slice with `block` (row: scales along cols; col:
- * scales along rows, one segment) and decode it. For col blocks the result
- * is stored transposed ([cols][rows]) so that the keys run along each
- * operand row, as the P * V product reads them.
- */
-static mxfa_status quantize_head(mxfa_ctx *ctx, const mxfa_view *src, mxfa_block block, mxfa_preset preset,
-                                 mx_head *h)
-{
-    int64_t rows = src->rows, cols = src->cols, sr, sc;
-    mxfa_scales_shape(block, rows, cols, &sr, &sc);
-    uint8_t *data = malloc((size_t)(rows * cols)), *scales = malloc((size_t)(sr * sc));
-    int transpose = block == MXFA_BLOCK_COL;
-    h->rows = transpose ? cols : rows;
-    h->cols = transpose ? rows : cols;
-    h->x = malloc((size_t)(rows * cols) * sizeof *h->x);
-    h->sexp = malloc((size_t)(sr * sc) * sizeof *h->sexp);
-    h->snan = malloc((size_t)(sr * sc));
-    if (!data || !scales || !h->x || !h->sexp || !h->snan) {
-        free(data);
-        free(scales);
-        mx_head_free(h);
-        return mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "attention: out of memory quantizing a head");
-    }
-    mxfa_view dv = {data, MXFA_E4M3, rows, cols, cols, 1}, sv = {scales, MXFA_E8M0, sr, sc, sc, 1};
-    mxfa_segment seg = {0, rows, 0};
-    mxfa_ref_quantize(ctx, src, &seg, 1, preset, block, &dv, &sv);
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) {
-            mma_operand op = mxfa_mma_operand_fp8(&mxfa_fp8_e4m3, data[r * cols + c]);
-            if (transpose)
-                h->x[c * rows + r] = op;
-            else
-                h->x[r * cols + c] = op;
-        }
-    /* scale (i, j) of the stored orientation: row blocks [rows][cols/32],
-     * col blocks stored as [cols][rows/32] */
-    for (int64_t i = 0; i < sr; i++)
-        for (int64_t j = 0; j < sc; j++) {
-            int64_t at = transpose ? j * sr + i : i * sc + j;
-            h->sexp[at] = (int)scales[i * sc + j] - 127;
-            h->snan[at] = scales[i * sc + j] == 0xFF;
-        }
-    free(data);
-    free(scales);
-    return MXFA_OK;
-}
 
 /* The query head's state over its key tiles: running max m (log2 domain),
  * denominator l and unnormalized output O, per row. */
@@ -87,7 +23,7 @@ typedef struct row_state {
 typedef struct head_job {
     const mxfa_attn_params *p;
     const mma_model_def *model;
-    mx_head q, k, vt; /* vt: V transposed, [D][Lk], scales per (d, key block) */
+    mx_decoded q, k, v; /* Q and K with row blocks along D; V with col blocks along the keys */
     float *vbf;       /* V as bf16 values (fp32 bits), [D][Lk], for leak-free diagonal blocks */
     int64_t lq, lk, d;
     float c; /* fl(softmax_scale * log2 e) */
@@ -104,12 +40,9 @@ static int64_t key_limit(const head_job *job, int64_t i)
 static uint32_t dot_qk(const head_job *job, int64_t i, int64_t j)
 {
     uint32_t acc = 0;
-    for (int64_t b0 = 0; b0 < job->d; b0 += 32) {
-        int64_t blk = b0 / 32, nb = job->d / 32;
-        acc = mxfa_mma_block(job->model, &job->q.x[i * job->d + b0], job->q.sexp[i * nb + blk],
-                             job->q.snan[i * nb + blk], &job->k.x[j * job->d + b0], job->k.sexp[j * nb + blk],
-                             job->k.snan[j * nb + blk], 32, acc);
-    }
+    for (int64_t b0 = 0; b0 < job->d; b0 += 32)
+        acc = mxfa_mma_block(job->model, &job->q.x[i * job->d + b0], mxd_sexp(&job->q, i, b0), mxd_snan(&job->q, i, b0),
+                             &job->k.x[j * job->d + b0], mxd_sexp(&job->k, j, b0), mxd_snan(&job->k, j, b0), 32, acc);
     return acc;
 }
 
@@ -170,7 +103,6 @@ static void row_tile(const head_job *job, int64_t i, int64_t c0, int64_t bn, int
             t->pq[j] = mxfa_mma_operand_fp8(&mxfa_fp8_e4m3, mxfa_ref_encode_element(&mxfa_fp8_e4m3, &rule, t->p[j]));
     }
     /* O += P V, 32-key block by block in key order */
-    const int64_t nvb = (lk + 31) / 32;
     for (int64_t b0 = 0; b0 < bn; b0 += 32) {
         int64_t kb0 = c0 + b0, klast = kb0 + 31 < lk - 1 ? kb0 + 31 : lk - 1;
         if (kb0 >= lk || kb0 > lim)
@@ -190,9 +122,9 @@ static void row_tile(const head_job *job, int64_t i, int64_t c0, int64_t bn, int
                     vb[j] = mxfa_mma_operand_bf16(mxfa_f32_bits_to_bf16(f32_bits(job->vbf[e * lk + kb0 + j])));
                 acc = mxfa_mma_bf16_steps(job->model, t->pbf, vb, n, acc);
             } else {
-                int64_t vb = e * nvb + kb0 / 32;
-                acc = mxfa_mma_block(job->model, &t->pq[b0], t->pexp[blk], t->pnan[blk], &job->vt.x[e * lk + kb0],
-                                     job->vt.sexp[vb], job->vt.snan[vb], n, acc);
+                /* V^T row e, keys along it: the transposed decode */
+                acc = mxfa_mma_block(job->model, &t->pq[b0], t->pexp[blk], t->pnan[blk], &job->v.t[e * lk + kb0],
+                                     mxd_sexp(&job->v, kb0, e), mxd_snan(&job->v, kb0, e), n, acc);
             }
             rs->o[e] = f32_from_bits(acc);
         }
@@ -205,7 +137,7 @@ static mxfa_status run_head(mxfa_ctx *ctx, head_job *job, const mxfa_view_nd *qv
 {
     const int64_t lq = job->lq, lk = job->lk, d = job->d, bm = job->p->block_m, bn = job->p->block_n;
     mxfa_view qs = mxfa_view_slice(qv, 0, 2, q0 * qv->stride[0] + h * qv->stride[1], lq, d);
-    CHECK(quantize_head(ctx, &qs, MXFA_BLOCK_ROW, job->p->preset, &job->q));
+    CHECK(mx_decoded_quantize(ctx, &qs, MXFA_BLOCK_ROW, job->p->preset, &job->q));
     row_state *st = calloc((size_t)lq, sizeof *st);
     float *obuf = calloc((size_t)(lq * d), sizeof *obuf);
     tile_scratch t = {malloc((size_t)bn * sizeof(float)), malloc((size_t)bn * sizeof(uint32_t)),
@@ -251,7 +183,7 @@ static mxfa_status run_head(mxfa_ctx *ctx, head_job *job, const mxfa_view_nd *qv
         }
     }
 done:
-    mx_head_free(&job->q);
+    mx_decoded_free(&job->q);
     free(st);
     free(obuf);
     free(t.x);
@@ -284,15 +216,15 @@ mxfa_status mxfa_ref_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mx
             if (job.lk > 0) {
                 mxfa_view ks = mxfa_view_slice(k, 0, 2, cu_k[b] * k->stride[0] + g * k->stride[1], job.lk, d);
                 mxfa_view vs = mxfa_view_slice(v, 0, 2, cu_k[b] * v->stride[0] + g * v->stride[1], job.lk, d);
-                st = quantize_head(ctx, &ks, MXFA_BLOCK_ROW, p->preset, &job.k);
-                if (st == MXFA_OK && (st = quantize_head(ctx, &vs, MXFA_BLOCK_COL, p->preset, &job.vt)) != MXFA_OK)
-                    mx_head_free(&job.k);
+                st = mx_decoded_quantize(ctx, &ks, MXFA_BLOCK_ROW, p->preset, &job.k);
+                if (st == MXFA_OK && (st = mx_decoded_quantize(ctx, &vs, MXFA_BLOCK_COL, p->preset, &job.v)) != MXFA_OK)
+                    mx_decoded_free(&job.k);
                 if (st != MXFA_OK)
                     return st;
                 job.vbf = malloc((size_t)(job.lk * d) * sizeof *job.vbf);
                 if (!job.vbf) {
-                    mx_head_free(&job.k);
-                    mx_head_free(&job.vt);
+                    mx_decoded_free(&job.k);
+                    mx_decoded_free(&job.v);
                     return mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "attention: out of memory");
                 }
                 for (int64_t j = 0; j < job.lk; j++)
@@ -302,8 +234,8 @@ mxfa_status mxfa_ref_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mx
             for (int64_t h = g * group; h < (g + 1) * group && st == MXFA_OK; h++)
                 st = run_head(ctx, &job, q, cu_q[b], h, o, lse);
             if (job.lk > 0) {
-                mx_head_free(&job.k);
-                mx_head_free(&job.vt);
+                mx_decoded_free(&job.k);
+                mx_decoded_free(&job.v);
                 free(job.vbf);
                 job.vbf = NULL;
             }
