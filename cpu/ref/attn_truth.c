@@ -16,12 +16,43 @@ static double load_d(const mxfa_view_nd *v, int64_t i0, int64_t i1, int64_t i2)
     return (double)ref_load_f32_3d(v, i0, i1, i2);
 }
 
+/*
+ * One query row's softmax numerators: w[j] = exp(s_j - m) over the visible
+ * keys j < nvis (the return value), s_j = scale * q_i . k_j, m the row max,
+ * l the sum of w in key order. A NaN score makes every w and l NaN; a row
+ * with no visible key, or only -Inf scores, has l = 0.
+ */
+static int64_t truth_row(const mxfa_attn_params *p, const mxfa_view_nd *q, const mxfa_view_nd *k, int64_t qi,
+                         int64_t h, int64_t k0, int64_t g, int64_t i, int64_t lq, int64_t lk, double *w, double *m,
+                         double *l)
+{
+    const int64_t d = q->shape[2];
+    int64_t lim = p->causal == MXFA_CAUSAL_NONE ? lk - 1 : i + lk - lq;
+    int64_t nvis = lim + 1 < lk ? (lim + 1 > 0 ? lim + 1 : 0) : lk;
+    int nan = 0;
+    *m = -INFINITY;
+    *l = 0;
+    for (int64_t j = 0; j < nvis; j++) {
+        double dot = 0;
+        for (int64_t e = 0; e < d; e++)
+            dot += load_d(q, qi, h, e) * load_d(k, k0 + j, g, e);
+        w[j] = dot * (double)p->softmax_scale;
+        nan |= isnan(w[j]);
+        if (w[j] > *m)
+            *m = w[j];
+    }
+    for (int64_t j = 0; j < nvis; j++) {
+        w[j] = nan ? NAN : *m == -INFINITY ? 0.0 : exp(w[j] - *m);
+        *l += w[j];
+    }
+    return nvis;
+}
+
 mxfa_status mxfa_truth_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_nd *q,
                                 const mxfa_view_nd *k, const mxfa_view_nd *v, const int32_t *cu_q,
                                 const int32_t *cu_k, int batch, const mxfa_view_nd *o, const mxfa_view_nd *lse)
 {
     const int64_t hq = q->shape[1], hkv = k->shape[1], d = q->shape[2], group = hq / hkv;
-    const double scale = (double)p->softmax_scale;
     int64_t maxk = 0;
     for (int b = 0; b < batch; b++)
         if (cu_k[b + 1] - cu_k[b] > maxk)
@@ -38,35 +69,14 @@ mxfa_status mxfa_truth_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const 
         for (int64_t h = 0; h < hq; h++) {
             int64_t g = h / group;
             for (int64_t i = 0; i < lq; i++) {
-                int64_t lim = p->causal == MXFA_CAUSAL_NONE ? lk - 1 : i + lk - lq;
-                int64_t nvis = lim + 1 < lk ? (lim + 1 > 0 ? lim + 1 : 0) : lk;
-                double m = -INFINITY;
-                int nan = 0;
-                for (int64_t j = 0; j < nvis; j++) {
-                    double dot = 0;
-                    for (int64_t e = 0; e < d; e++)
-                        dot += load_d(q, cu_q[b] + i, h, e) * load_d(k, cu_k[b] + j, g, e);
-                    s[j] = dot * scale;
-                    nan |= isnan(s[j]);
-                    if (s[j] > m)
-                        m = s[j];
-                }
-                double l = 0, out_lse;
+                double m, l, out_lse;
+                int64_t nvis = truth_row(p, q, k, cu_q[b] + i, h, cu_k[b], g, i, lq, lk, s, &m, &l);
                 for (int64_t e = 0; e < d; e++)
                     acc[e] = 0;
-                if (nan) {
-                    l = NAN;
+                for (int64_t j = 0; j < nvis && l != 0; j++)
                     for (int64_t e = 0; e < d; e++)
-                        acc[e] = NAN;
-                } else if (nvis > 0 && m != -INFINITY) {
-                    for (int64_t j = 0; j < nvis; j++) {
-                        double w = exp(s[j] - m);
-                        l += w;
-                        for (int64_t e = 0; e < d; e++)
-                            acc[e] += w * load_d(v, cu_k[b] + j, g, e);
-                    }
-                }
-                if (nan || l > 0 || isnan(l)) {
+                        acc[e] += s[j] * load_d(v, cu_k[b] + j, g, e);
+                if (l > 0 || isnan(l)) {
                     for (int64_t e = 0; e < d; e++)
                         acc[e] /= l;
                     out_lse = m + log(l);
@@ -117,23 +127,8 @@ mxfa_status mxfa_truth_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const 
             int64_t g = h / group;
             for (int64_t i = 0; i < lq; i++) {
                 int64_t qi = cu_q[b] + i;
-                int64_t lim = p->causal == MXFA_CAUSAL_NONE ? lk - 1 : i + lk - lq;
-                int64_t nvis = lim + 1 < lk ? (lim + 1 > 0 ? lim + 1 : 0) : lk;
-                double m = -INFINITY, l = 0;
-                int nan = 0;
-                for (int64_t j = 0; j < nvis; j++) {
-                    double dot = 0;
-                    for (int64_t e = 0; e < d; e++)
-                        dot += load_d(q, qi, h, e) * load_d(k, cu_k[b] + j, g, e);
-                    pr[j] = dot * scale;
-                    nan |= isnan(pr[j]);
-                    if (pr[j] > m)
-                        m = pr[j];
-                }
-                for (int64_t j = 0; j < nvis; j++) {
-                    pr[j] = nan ? NAN : exp(pr[j] - m);
-                    l += pr[j];
-                }
+                double m, l;
+                int64_t nvis = truth_row(p, q, k, qi, h, cu_k[b], g, i, lq, lk, pr, &m, &l);
                 for (int64_t e = 0; e < d; e++)
                     o[e] = gq[e] = 0;
                 for (int64_t j = 0; j < nvis; j++) {
