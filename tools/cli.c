@@ -1,3 +1,4 @@
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,4 +35,50 @@ int cli_open(const char *cmd, const char *backend, mxfa_ctx **ctx)
     if (st == MXFA_ERR_INVALID)
         return cli_usage(cmd, "%s", mxfa_last_error(NULL));
     return cli_error(cmd, "%s", mxfa_last_error(NULL));
+}
+
+static const char *dtype_words(npy_dtype t)
+{
+    switch (t) {
+    case NPY_F32: return "float32";
+    case NPY_F64: return "float64";
+    case NPY_U8: return "uint8";
+    case NPY_I32: return "int32";
+    case NPY_I64: return "int64";
+    }
+    return "?";
+}
+
+/* "[3, 4, 5]" into buf; negative sizes print as "*" */
+static const char *shape_words(char *buf, size_t len, int ndim, const int64_t *shape)
+{
+    size_t n = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < ndim && n < len; i++)
+        n += shape[i] < 0 ? (size_t)snprintf(buf + n, len - n, "%s*", i ? ", " : "")
+                          : (size_t)snprintf(buf + n, len - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (n < len)
+        snprintf(buf + n, len - n, "]");
+    return buf;
+}
+
+int cli_read_npy(const char *cmd, const char *what, const char *path, npy_dtype dtype, int ndim,
+                 const int64_t *shape, npy_array *a)
+{
+    char err[PATH_MAX + 256], got[160], want[160];
+    if (npy_read(path, a, err, sizeof err) != MXFA_OK)
+        return cli_error(cmd, "%s", err);
+    int rc = 0;
+    if (a->dtype != dtype || a->ndim != ndim)
+        rc = cli_error(cmd, "%s: %s must be a %d-D %s array (got %d-D %s)", path, what, ndim, dtype_words(dtype),
+                       a->ndim, dtype_words(a->dtype));
+    else if (a->count == 0)
+        rc = cli_error(cmd, "%s: %s is empty", path, what);
+    else
+        for (int i = 0; shape && i < ndim && !rc; i++)
+            if (shape[i] >= 0 && a->shape[i] != shape[i])
+                rc = cli_error(cmd, "%s: %s has shape %s, expected %s", path, what,
+                               shape_words(got, sizeof got, ndim, a->shape), shape_words(want, sizeof want, ndim, shape));
+    if (rc)
+        npy_free(a);
+    return rc;
 }

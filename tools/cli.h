@@ -15,6 +15,14 @@ int cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(print
 /* Open a context or say why not; returns 0 or an exit status. */
 int cli_open(const char *cmd, const char *backend, mxfa_ctx **ctx);
 
+/*
+ * Read `path` as a non-empty .npy array of `dtype` with `ndim` dimensions
+ * whose sizes equal shape[i] where shape[i] >= 0 (shape may be NULL). On
+ * failure print why, leave *a freed and return EXIT_FAILURE; else 0.
+ */
+int cli_read_npy(const char *cmd, const char *what, const char *path, npy_dtype dtype, int ndim,
+                 const int64_t *shape, npy_array *a);
+
 int cmd_info(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_dequantize(int argc, char **argv);

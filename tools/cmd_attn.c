@@ -131,20 +131,6 @@ static int read_cu(const char *cmd, const char *what, const char *arg, int32_t *
     return 0;
 }
 
-static int read3d(const char *cmd, const char *what, const char *path, npy_array *a)
-{
-    char err[PATH_MAX + 256];
-    if (npy_read(path, a, err, sizeof err) != MXFA_OK)
-        return cli_error(cmd, "%s", err);
-    if (a->dtype != NPY_F32 || a->ndim != 3 || a->count == 0) {
-        int rc = cli_error(cmd, "%s: %s must be a non-empty float32 array [tokens, heads, D] (got %d-D %s)", path,
-                           what, a->ndim, npy_descr(a->dtype));
-        npy_free(a);
-        return rc;
-    }
-    return 0;
-}
-
 static int parse_int(const char *cmd, const char *opt, const char *s, int *out)
 {
     char *end;
@@ -185,24 +171,6 @@ static int write_set(const char *cmd, int n, const char *const *paths, const int
     return 0;
 }
 
-/* A float32 .npy of exactly the given shape. */
-static int read_exact(const char *cmd, const char *what, const char *path, int ndim, const int64_t *shape,
-                      npy_array *a)
-{
-    char err[PATH_MAX + 256];
-    if (npy_read(path, a, err, sizeof err) != MXFA_OK)
-        return cli_error(cmd, "%s", err);
-    int good = a->dtype == NPY_F32 && a->ndim == ndim;
-    for (int i = 0; good && i < ndim; i++)
-        good = a->shape[i] == shape[i];
-    if (!good) {
-        npy_free(a);
-        return cli_error(cmd, "%s: %s must be float32 of shape [%lld, %lld%s%s]", path, what, (long long)shape[0],
-                         (long long)shape[1], ndim == 3 ? ", D=" : "", ndim == 3 ? "of Q" : "");
-    }
-    return 0;
-}
-
 /* The backward pass: dO read, O and LSE read or recomputed, dQ, dK, dV
  * written as a set. */
 static int attn_backward(const char *cmd, mxfa_ctx *ctx, const mxfa_attn_params *p, npy_array *q, npy_array *k,
@@ -217,9 +185,9 @@ static int attn_backward(const char *cmd, mxfa_ctx *ctx, const mxfa_attn_params 
     uint16_t *gb[3] = {NULL, NULL, NULL};
     double *t[3] = {NULL, NULL, NULL};
     int rc;
-    if ((rc = read_exact(cmd, "dO", pdo, 3, qshape, &dO)))
+    if ((rc = cli_read_npy(cmd, "dO", pdo, NPY_F32, 3, qshape, &dO)))
         goto out;
-    if (po && ((rc = read_exact(cmd, "O", po, 3, qshape, &oa)) || (rc = read_exact(cmd, "LSE", plse, 2, lshape, &la))))
+    if (po && ((rc = cli_read_npy(cmd, "O", po, NPY_F32, 3, qshape, &oa)) || (rc = cli_read_npy(cmd, "LSE", plse, NPY_F32, 2, lshape, &la))))
         goto out;
     const int64_t counts[3] = {tq * hq * d, tk * hkv * d, tk * hkv * d};
     for (int i = 0; i < 3; i++) {
@@ -390,7 +358,9 @@ int cmd_attn(int argc, char **argv)
     float *o = NULL, *lse = NULL;
     uint16_t *obf = NULL;
     double *o64 = NULL, *l64 = NULL;
-    if ((rc = read3d(cmd, "Q", pq, &q)) || (rc = read3d(cmd, "K", pk, &k)) || (rc = read3d(cmd, "V", pv, &v)))
+    if ((rc = cli_read_npy(cmd, "Q [tokens, heads, D]", pq, NPY_F32, 3, NULL, &q)) ||
+        (rc = cli_read_npy(cmd, "K [tokens, heads, D]", pk, NPY_F32, 3, NULL, &k)) ||
+        (rc = cli_read_npy(cmd, "V [tokens, heads, D]", pv, NPY_F32, 3, NULL, &v)))
         goto done;
     if (cuq_arg && ((rc = read_cu(cmd, "--cu-seqlens-q", cuq_arg, &cuq, &nq)) ||
                     (rc = read_cu(cmd, "--cu-seqlens-k", cuk_arg, &cuk, &nk))))

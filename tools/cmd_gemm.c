@@ -33,26 +33,6 @@ static const struct option options[] = {
 };
 
 /* Read a 2-D .npy of the given dtype; rows/cols of -1 accept any size. */
-static int read2d(const char *cmd, const char *what, const char *path, npy_dtype dt, int64_t rows, int64_t cols,
-                  npy_array *a)
-{
-    char err[PATH_MAX + 256];
-    if (npy_read(path, a, err, sizeof err) != MXFA_OK)
-        return cli_error(cmd, "%s", err);
-    int rc = 0;
-    if (a->dtype != dt || a->ndim != 2)
-        rc = cli_error(cmd, "%s: %s must be a 2-D %s array (got %d-D %s)", path, what,
-                       dt == NPY_F32 ? "float32" : "uint8", a->ndim, npy_descr(a->dtype));
-    else if (a->shape[0] == 0 || a->shape[1] == 0)
-        rc = cli_error(cmd, "%s: %s is empty", path, what);
-    else if ((rows >= 0 && a->shape[0] != rows) || (cols >= 0 && a->shape[1] != cols))
-        rc = cli_error(cmd, "%s: %s has shape [%lld, %lld], expected [%lld, %lld]", path, what,
-                       (long long)a->shape[0], (long long)a->shape[1], (long long)rows, (long long)cols);
-    if (rc)
-        npy_free(a);
-    return rc;
-}
-
 int cmd_gemm(int argc, char **argv)
 {
     const char *cmd = "gemm";
@@ -92,15 +72,18 @@ int cmd_gemm(int argc, char **argv)
     mxfa_ctx *ctx = NULL;
     float *d = NULL;
     int rc;
-    if ((rc = read2d(cmd, "A", pa, NPY_U8, -1, -1, &a)))
+    if ((rc = cli_read_npy(cmd, "A", pa, NPY_U8, 2, NULL, &a)))
         goto done;
     int64_t M = a.shape[0], K = a.shape[1], nb = (K + 31) / 32;
-    if ((rc = read2d(cmd, "B", pb, NPY_U8, -1, K, &b)) || (rc = read2d(cmd, "the scales of A", psa, NPY_U8, M, nb, &sa)))
+    const int64_t bshape[2] = {-1, K}, sashape[2] = {M, nb};
+    if ((rc = cli_read_npy(cmd, "B", pb, NPY_U8, 2, bshape, &b)) ||
+        (rc = cli_read_npy(cmd, "the scales of A", psa, NPY_U8, 2, sashape, &sa)))
         goto done;
     int64_t N = b.shape[0];
-    if ((rc = read2d(cmd, "the scales of B", psb, NPY_U8, N, nb, &sb)))
+    const int64_t sbshape[2] = {N, nb}, cshape[2] = {M, N};
+    if ((rc = cli_read_npy(cmd, "the scales of B", psb, NPY_U8, 2, sbshape, &sb)))
         goto done;
-    if (pc && (rc = read2d(cmd, "C", pc, NPY_F32, M, N, &c)))
+    if (pc && (rc = cli_read_npy(cmd, "C", pc, NPY_F32, 2, cshape, &c)))
         goto done;
     if ((rc = cli_open(cmd, backend, &ctx)))
         goto done;

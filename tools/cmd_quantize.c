@@ -127,24 +127,6 @@ static int write_pair(const char *cmd, const char *path1, npy_dtype t1, const in
     return 0;
 }
 
-static int read_matrix(const char *cmd, const char *what, const char *path, npy_dtype want, npy_array *a)
-{
-    char err[PATH_MAX + 256];
-    if (npy_read(path, a, err, sizeof err) != MXFA_OK)
-        return cli_error(cmd, "%s", err);
-    if (a->dtype != want || a->ndim != 2) {
-        int rc = cli_error(cmd, "%s: %s must be a 2-D %s array (got %d-D %s)", path, what,
-                           want == NPY_F32 ? "float32" : "uint8", a->ndim, npy_descr(a->dtype));
-        npy_free(a);
-        return rc;
-    }
-    if (a->shape[0] == 0 || a->shape[1] == 0) {
-        npy_free(a);
-        return cli_error(cmd, "%s: %s is empty", path, what);
-    }
-    return 0;
-}
-
 /* What quantization did: scale range, saturated and flushed elements, and
  * the error of the round trip against the input (in double precision). */
 static int print_stats(const char *cmd, mxfa_ctx *ctx, const options *o, const mxfa_tensor *x, const mxfa_mx *q)
@@ -214,7 +196,7 @@ int cmd_quantize(int argc, char **argv)
         return cli_usage(cmd, "--data and --scales name the same file");
 
     npy_array in;
-    if ((rc = read_matrix(cmd, "the input", o.in, NPY_F32, &in)))
+    if ((rc = cli_read_npy(cmd, "the input", o.in, NPY_F32, 2, NULL, &in)))
         return rc;
     int64_t rows = in.shape[0], cols = in.shape[1], cshape[2], oshape[2];
     mxfa_ctx *ctx = NULL;
@@ -274,9 +256,9 @@ int cmd_dequantize(int argc, char **argv)
         return cli_usage(cmd, "--data, --scales and --out are required");
 
     npy_array d, s;
-    if ((rc = read_matrix(cmd, "--data", o.data, NPY_U8, &d)))
+    if ((rc = cli_read_npy(cmd, "--data", o.data, NPY_U8, 2, NULL, &d)))
         return rc;
-    if ((rc = read_matrix(cmd, "--scales", o.scales, NPY_U8, &s))) {
+    if ((rc = cli_read_npy(cmd, "--scales", o.scales, NPY_U8, 2, NULL, &s))) {
         npy_free(&d);
         return rc;
     }
