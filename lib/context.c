@@ -14,10 +14,11 @@ MXFA_API int mxfa_version_number(void)
     return MXFA_VERSION_NUMBER;
 }
 
-/* The backends compiled into this library, in "auto" preference order is
- * cuda, cpu, ref; only ref exists in this version. */
+/* The backends compiled into this library ("auto" prefers cuda, then cpu,
+ * then ref). */
 static const mxfa_backend *const built_backends[] = {
     &mxfa_backend_ref,
+    &mxfa_backend_cpu,
 };
 
 static const char *const known_names[] = {"ref", "cpu", "cuda"};

@@ -116,6 +116,7 @@ struct mxfa_backend {
 };
 
 extern const mxfa_backend mxfa_backend_ref;
+extern const mxfa_backend mxfa_backend_cpu;
 
 /* The float64 truth of attention (cpu/ref/attn_truth.c), on checked views. */
 mxfa_status mxfa_truth_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_nd *q,

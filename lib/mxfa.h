@@ -81,6 +81,12 @@ MXFA_API void mxfa_close(mxfa_ctx *ctx);
 /* The name of the backend a context runs on ("ref", "cpu", "cuda"). */
 MXFA_API const char *mxfa_backend_name(const mxfa_ctx *ctx);
 
+/* The instruction set the cpu backend runs on this context ("avx512",
+ * "avx2" or "scalar": the best the CPU has, or the one the environment
+ * variable MXFA_CPU_ISA names), or NULL for another backend. Every
+ * instruction set gives the same bits. */
+MXFA_API const char *mxfa_cpu_isa(const mxfa_ctx *ctx);
+
 /*
  * The detailed message of the last failed call on ctx ("" when none).
  * With ctx == NULL: the last failure on this thread of a call that had no

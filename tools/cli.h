@@ -28,5 +28,6 @@ int cmd_quantize(int argc, char **argv);
 int cmd_dequantize(int argc, char **argv);
 int cmd_gemm(int argc, char **argv);
 int cmd_attn(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

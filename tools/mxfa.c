@@ -15,6 +15,7 @@ static const struct {
     {"dequantize", cmd_dequantize, "turn MXFP8 data and scales back into float32"},
     {"attn", cmd_attn, "MXFP8 attention forward, with its error against float64"},
     {"gemm", cmd_gemm, "D = A * B^T + C for MXFP8 A and B under a tensor-core model"},
+    {"bench", cmd_bench, "throughput of quantization, products and attention on a backend"},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

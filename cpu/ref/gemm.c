@@ -17,7 +17,7 @@ static uint8_t load_u8(const mxfa_view *v, int64_t r, int64_t c)
     return *(const uint8_t *)view_at(v, r, c);
 }
 
-mma_operand mxfa_mma_widen_bf16(const mma_operand *x, int scale_exp, int nan_scale)
+uint16_t mxfa_mma_widen_bf16_code(const mma_operand *x, int scale_exp, int nan_scale)
 {
     uint32_t v;
     if (nan_scale || x->cls == MMA_NAN)
@@ -28,7 +28,12 @@ mma_operand mxfa_mma_widen_bf16(const mma_operand *x, int scale_exp, int nan_sca
         v = (uint32_t)x->sign << 31;
     else /* at most 8 significant bits: fp32 holds it exactly unless far below bf16's range */
         v = mxfa_f32_round_pack((uint32_t)x->sign, x->sig, x->raw - x->frac_bits + scale_exp);
-    return mxfa_mma_operand_bf16(mxfa_f32_bits_to_bf16(v));
+    return mxfa_f32_bits_to_bf16(v);
+}
+
+mma_operand mxfa_mma_widen_bf16(const mma_operand *x, int scale_exp, int nan_scale)
+{
+    return mxfa_mma_operand_bf16(mxfa_mma_widen_bf16_code(x, scale_exp, nan_scale));
 }
 
 uint32_t mxfa_mma_block(const mma_model_def *m, const mma_operand *a, int sa, int a_nan, const mma_operand *b,

@@ -115,6 +115,8 @@ uint32_t mxfa_mma_block(const mma_model_def *m, const mma_operand *a, int sa, in
  * rounded once to nearest even (exact unless beyond bf16's range); a NaN
  * scale gives NaN. */
 mma_operand mxfa_mma_widen_bf16(const mma_operand *x, int scale_exp, int nan_scale);
+/* The same as a bf16 code. */
+uint16_t mxfa_mma_widen_bf16_code(const mma_operand *x, int scale_exp, int nan_scale);
 
 /* n bf16 products accumulated into acc by the model's bf16 step. */
 uint32_t mxfa_mma_bf16_steps(const mma_model_def *m, const mma_operand *a, const mma_operand *b, int n, uint32_t acc);

@@ -12,6 +12,10 @@ typedef struct mxfa_block_rule {
 } mxfa_block_rule;
 
 mxfa_block_rule mxfa_ref_block_rule(const fp8_format *fmt, mxfa_preset preset, const uint32_t *x, int n);
+/* The same from the block's amax (|x| bits, NaN ignored) and whether it
+ * holds a NaN or an Inf. */
+mxfa_block_rule mxfa_ref_rule_from_amax(const fp8_format *fmt, mxfa_preset preset, uint32_t amax, int has_nan,
+                                        int has_inf);
 uint8_t mxfa_ref_encode_element(const fp8_format *fmt, const mxfa_block_rule *rule, uint32_t x);
 
 /* fp32 bits of element (r, c) of an f32 or bf16 view (bf16 widened exactly). */

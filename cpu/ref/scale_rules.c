@@ -52,11 +52,10 @@ static uint8_t scale_ocp(const fp8_format *fmt, uint32_t amax)
     return (uint8_t)(e + 127);
 }
 
-mxfa_block_rule mxfa_ref_block_rule(const fp8_format *fmt, mxfa_preset preset, const uint32_t *x, int n)
+mxfa_block_rule mxfa_ref_rule_from_amax(const fp8_format *fmt, mxfa_preset preset, uint32_t amax, int has_nan,
+                                        int has_inf)
 {
     mxfa_block_rule rule = {0, 0, FP8_ROUND_NEAREST_EVEN};
-    int has_nan, has_inf;
-    uint32_t amax = block_amax(x, n, &has_nan, &has_inf);
     switch (preset) {
     case MXFA_PRESET_RCEIL:
         /* NaN is ignored for the amax and encodes as NaN; an Inf drives the
@@ -83,6 +82,13 @@ mxfa_block_rule mxfa_ref_block_rule(const fp8_format *fmt, mxfa_preset preset, c
     if (rule.poisoned)
         rule.scale = 0xFF;
     return rule;
+}
+
+mxfa_block_rule mxfa_ref_block_rule(const fp8_format *fmt, mxfa_preset preset, const uint32_t *x, int n)
+{
+    int has_nan, has_inf;
+    uint32_t amax = block_amax(x, n, &has_nan, &has_inf);
+    return mxfa_ref_rule_from_amax(fmt, preset, amax, has_nan, has_inf);
 }
 
 uint8_t mxfa_ref_encode_element(const fp8_format *fmt, const mxfa_block_rule *rule, uint32_t x)

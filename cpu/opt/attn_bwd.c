@@ -1,0 +1,469 @@
+/*
+ * Attention backward on the cpu backend: the reference algorithm
+ * (cpu/ref/attn_bwd.c), the same operations in the same order, with every
+ * product run as whole tiles through the exact block step. Key/value heads
+ * (and sequences) are independent and run in parallel; inside one, key
+ * tiles, query tiles and query heads go in the reference's order, since dQ,
+ * dK and dV accumulate across them. Work memory is tile-sized.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "cpu.h"
+
+#define LOG2E_BITS 0x3FB8AA3Bu
+
+/* Operands with their block scales: element (r, c) has the scale exponent
+ * sexp[(r / br) * sc + c / bc] and the block flags flag[...] (fx.h). */
+typedef struct bmat {
+    fx_mat x;
+    int *sexp;
+    uint8_t *flag;
+    int64_t br, bc, sc, nblk;
+} bmat;
+
+static void bmat_free(bmat *m)
+{
+    fx_free(&m->x);
+    free(m->sexp), free(m->flag);
+    m->sexp = NULL;
+    m->flag = NULL;
+}
+
+static int bmat_alloc(bmat *m, int64_t rows, int64_t cols, mxfa_dtype dt, int64_t br, int64_t bc)
+{
+    m->br = br;
+    m->bc = bc;
+    m->sc = ceil_div(cols, bc);
+    int64_t n = ceil_div(rows, br) * m->sc;
+    m->nblk = n;
+    m->sexp = calloc((size_t)n, sizeof *m->sexp);
+    m->flag = calloc((size_t)n, 1);
+    if (!fx_alloc(&m->x, rows, cols, dt) || !m->sexp || !m->flag) {
+        bmat_free(m);
+        return 0;
+    }
+    return 1;
+}
+
+static inline int64_t bidx(const bmat *m, int64_t r, int64_t c)
+{
+    return (r / m->br) * m->sc + c / m->bc;
+}
+
+/* Quantized codes [rows, cols] with scales [ceil(rows/sbr), ceil(cols/sbc)]
+ * into m, transposed when asked. widen: bf16 operands widened with the
+ * scales (sexp then 0) instead of fp8. */
+static void bmat_fill(bmat *m, const uint8_t *codes, const uint8_t *scales, int64_t rows, int64_t cols, int64_t sbr,
+                      int64_t sbc, int transposed, int widen, int normalized)
+{
+    const fx_table *t = fx_table_fp8(MXFA_E4M3, normalized);
+    int64_t ssc = ceil_div(cols, sbc);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            uint8_t sb = scales[(r / sbr) * ssc + c / sbc], code = codes[r * cols + c];
+            int64_t mr = transposed ? c : r, mc = transposed ? r : c, bi = bidx(m, mr, mc);
+            int f;
+            if (widen) {
+                mma_operand o = mxfa_mma_operand_fp8(&mxfa_fp8_e4m3, code);
+                f = fx_put_bf16(&m->x, mr, mc, mxfa_mma_widen_bf16_code(&o, (int)sb - 127, sb == 0xFF));
+                m->sexp[bi] = 0;
+            } else {
+                f = fx_put_fp8(&m->x, t, mr, mc, code) | (sb == 0xFF ? FX_NAN_SCALE : 0);
+                m->sexp[bi] = (int)sb - 127;
+            }
+            m->flag[bi] |= (uint8_t)f;
+        }
+}
+
+/* fp32 values rounded to bf16 into m (sexp 0), transposed when asked. */
+static void bmat_fill_bf16(bmat *m, const float *x, int64_t rows, int64_t cols, int transposed)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            int64_t mr = transposed ? c : r, mc = transposed ? r : c;
+            int f = fx_put_bf16(&m->x, mr, mc, mxfa_f32_bits_to_bf16(f32_bits(x[r * cols + c])));
+            m->flag[bidx(m, mr, mc)] |= (uint8_t)f;
+        }
+}
+
+static int quantize_into(const cpu_kernels *kern, const mxfa_view *src, mxfa_block block, mxfa_preset preset,
+                         uint8_t **codes, uint8_t **scales)
+{
+    int64_t sr, sc;
+    mxfa_scales_shape(block, src->rows, src->cols, &sr, &sc);
+    *codes = malloc((size_t)(src->rows * src->cols));
+    *scales = malloc((size_t)(sr * sc));
+    if (!*codes || !*scales)
+        return 0;
+    mxfa_view dv = {*codes, MXFA_E4M3, src->rows, src->cols, src->cols, 1}, sv = {*scales, MXFA_E8M0, sr, sc, sc, 1};
+    if (block == MXFA_BLOCK_ROW) {
+        kern->quantize_rows(src, preset, &dv, &sv);
+    } else {
+        mxfa_segment seg = {0, src->rows, 0};
+        kern->quantize_blocks(src, &seg, preset, block, &dv, &sv);
+    }
+    return 1;
+}
+
+/* One product block through fx_block with A = a (rows ar0.., k from ak0)
+ * and B = b (k from bk0, columns bc0..). */
+typedef struct scratch {
+    int *sa, *sb;
+    uint8_t *fa, *fb;
+} scratch;
+
+static void product(const cpu_kernels *kern, const fx_step *st, const bmat *a, int64_t ar0, int64_t ak0,
+                    const bmat *b, int64_t bk0, int64_t bc0, int kn, int m, int n, uint32_t *acc, int64_t ldc,
+                    scratch *w)
+{
+    for (int i = 0; i < m; i++) {
+        int64_t bi = bidx(a, ar0 + i, ak0);
+        w->sa[i] = a->sexp[bi];
+        w->fa[i] = a->flag[bi];
+    }
+    for (int j = 0; j < n; j++) {
+        int real = bc0 + j < b->x.cols;
+        int64_t bi = bidx(b, bk0, real ? bc0 + j : 0);
+        w->sb[j] = real ? b->sexp[bi] : 0;
+        w->fb[j] = real ? b->flag[bi] : 0;
+    }
+    fx_block(kern, st, &a->x, ar0, ak0, &b->x, bk0, bc0, kn, m, n, w->sa, w->fa, w->sb, w->fb, acc, ldc, NULL);
+}
+
+typedef struct bwd_kv {
+    const mxfa_attn_params *p;
+    const cpu_kernels *kern;
+    fx_step st, st_bf16;
+    int64_t lq, lk, d;
+    float c, log2e;
+    bmat kt, k, ktbf, kbf, vt;      /* per key/value head */
+    bmat q, qw, dout, doutw;        /* per query head */
+    float *lse, *delta;
+    uint32_t *dq, *dk, *dv;         /* fp32 bits: dq [Lq][D], dk and dv [Lk][D] */
+    /* per tile */
+    float *pf, *ds;
+    uint32_t *acc;
+    bmat pt, ptbf, dsq, dsqt, dsbf, dstbf;
+    uint8_t *diag;
+    scratch w;
+} bwd_kv;
+
+static int64_t key_limit(const bwd_kv *job, int64_t i)
+{
+    return job->p->causal == MXFA_CAUSAL_NONE ? job->lk - 1 : i + job->lk - job->lq;
+}
+
+static void tile(bwd_kv *job, int64_t r0, int64_t nr, int64_t c0)
+{
+    const cpu_kernels *kern = job->kern;
+    const mxfa_attn_params *p = job->p;
+    const int64_t d = job->d, lk = job->lk, bn = p->block_n, nrp = round_up(nr, 32), bnp = round_up(bn, KERN_NR);
+    const int64_t lim_first = key_limit(job, r0), lim_last = key_limit(job, r0 + nr - 1);
+    const int64_t nk = lk - c0 < bn ? lk - c0 : bn;
+    for (int64_t b0 = 0; b0 < bn; b0 += 32) {
+        int64_t kb0 = c0 + b0, klast = kb0 + 31 < lk - 1 ? kb0 + 31 : lk - 1;
+        job->diag[b0 / 32] = p->causal == MXFA_CAUSAL && kb0 < lk && lim_first < klast && lim_last >= kb0;
+    }
+    /* S (D-block by D-block; diagonal key blocks with bf16 operands), then
+     * P = exp2(S c - LSE log2 e) where visible */
+    memset(job->acc, 0, (size_t)(nr * bnp) * 4);
+    for (int64_t b0 = 0; b0 < nk; b0 += 32)
+        for (int64_t e0 = 0; e0 < d; e0 += 32) {
+            if (job->diag[b0 / 32])
+                product(kern, &job->st_bf16, &job->qw, r0, e0, &job->ktbf, e0, c0 + b0, 32, (int)nr, 32,
+                        &job->acc[b0], bnp, &job->w);
+            else
+                product(kern, &job->st, &job->q, r0, e0, &job->kt, e0, c0 + b0, 32, (int)nr, 32, &job->acc[b0], bnp,
+                        &job->w);
+        }
+    memset(job->pf, 0, (size_t)(nrp * bn) * 4);
+    for (int64_t r = 0; r < nr; r++) {
+        int64_t i = r0 + r, lim = key_limit(job, i);
+        float lse2 = job->lse[i] * job->log2e;
+        for (int64_t j = 0; j < bn; j++) {
+            int64_t key = c0 + j;
+            if (key > lim || key >= lk || job->lse[i] == -INFINITY)
+                continue;
+            job->pf[r * bn + j] = mxfa_exp2(f32_from_bits(job->acc[r * bnp + j]) * job->c - lse2);
+        }
+    }
+    /* P quantized: const E4M3(P * 256) under 2^-8, or dynamic square blocks;
+     * P^T is the A side of dV += P^T dO */
+    {
+        uint8_t *codes = NULL, *scales = NULL;
+        int64_t sc = bn / 32;
+        if (p->p_scale == MXFA_P_DYNAMIC) {
+            mxfa_view pv = {job->pf, MXFA_F32, nrp, bn, bn, 1};
+            quantize_into(kern, &pv, MXFA_BLOCK_SQUARE, MXFA_PRESET_RCEIL, &codes, &scales);
+        } else {
+            codes = malloc((size_t)(nrp * bn));
+            scales = malloc((size_t)((nrp / 32) * sc));
+            mxfa_block_rule rule = {0x77, 0, FP8_ROUND_NEAREST_EVEN};
+            kern->encode(&mxfa_fp8_e4m3, &rule, (const uint32_t *)job->pf, (int)(nrp * bn), codes);
+            memset(scales, 0x77, (size_t)((nrp / 32) * sc));
+        }
+        memset(job->pt.flag, 0, (size_t)job->pt.nblk);
+        bmat_fill(&job->pt, codes, scales, nrp, bn, 32, 32, 1, 0, job->st.widen);
+        free(codes), free(scales);
+    }
+    int any_diag = 0;
+    for (int64_t b0 = 0; b0 < bn; b0 += 32)
+        any_diag |= job->diag[b0 / 32];
+    if (any_diag) {
+        memset(job->ptbf.flag, 0, (size_t)job->ptbf.nblk);
+        bmat_fill_bf16(&job->ptbf, job->pf, nrp, bn, 1);
+    }
+    /* dV += P^T dO over this tile's queries, 32 at a time */
+    for (int64_t q0 = 0; q0 < nr; q0 += 32) {
+        int n = (int)(nr - q0 < 32 ? nr - q0 : 32);
+        for (int64_t b0 = 0; b0 < nk; b0 += 32) {
+            int m = (int)(nk - b0 < 32 ? nk - b0 : 32);
+            uint32_t *acc = &job->dv[(c0 + b0) * d];
+            if (job->diag[b0 / 32])
+                product(kern, &job->st_bf16, &job->ptbf, b0, q0, &job->doutw, r0 + q0, 0, n, m, (int)d, acc, d, &job->w);
+            else
+                product(kern, &job->st, &job->pt, b0, q0, &job->dout, r0 + q0, 0, n, m, (int)d, acc, d, &job->w);
+        }
+    }
+    /* dP = dO V^T, dS = P (dP - delta) where P is not zero */
+    memset(job->acc, 0, (size_t)(nr * bnp) * 4);
+    for (int64_t b0 = 0; b0 < nk; b0 += 32)
+        for (int64_t e0 = 0; e0 < d; e0 += 32)
+            product(kern, &job->st, &job->dout, r0, e0, &job->vt, e0, c0 + b0, 32, (int)nr, 32, &job->acc[b0], bnp,
+                    &job->w);
+    memset(job->ds, 0, (size_t)(nrp * bn) * 4);
+    for (int64_t r = 0; r < nr; r++) {
+        int64_t i = r0 + r, lim = key_limit(job, i);
+        for (int64_t j = 0; j < bn; j++) {
+            int64_t key = c0 + j;
+            float pv = job->pf[r * bn + j];
+            if (key > lim || key >= lk || pv == 0.0f)
+                continue;
+            job->ds[r * bn + j] = pv * (f32_from_bits(job->acc[r * bnp + j]) - job->delta[i]);
+        }
+    }
+    /* dS quantized in square blocks with the preset: dS (A of dQ) and dS^T
+     * (A of dK); the diagonal blocks take dS in bf16 */
+    {
+        uint8_t *codes = NULL, *scales = NULL;
+        mxfa_view dv = {job->ds, MXFA_F32, nrp, bn, bn, 1};
+        quantize_into(kern, &dv, MXFA_BLOCK_SQUARE, p->preset, &codes, &scales);
+        memset(job->dsq.flag, 0, (size_t)job->dsq.nblk);
+        memset(job->dsqt.flag, 0, (size_t)job->dsqt.nblk);
+        bmat_fill(&job->dsq, codes, scales, nrp, bn, 32, 32, 0, 0, job->st.widen);
+        bmat_fill(&job->dsqt, codes, scales, nrp, bn, 32, 32, 1, 0, job->st.widen);
+        free(codes), free(scales);
+        if (any_diag) {
+            memset(job->dsbf.flag, 0, (size_t)job->dsbf.nblk);
+            memset(job->dstbf.flag, 0, (size_t)job->dstbf.nblk);
+            bmat_fill_bf16(&job->dsbf, job->ds, nrp, bn, 0);
+            bmat_fill_bf16(&job->dstbf, job->ds, nrp, bn, 1);
+        }
+    }
+    /* dK += dS^T Q over this tile's queries */
+    for (int64_t q0 = 0; q0 < nr; q0 += 32) {
+        int n = (int)(nr - q0 < 32 ? nr - q0 : 32);
+        for (int64_t b0 = 0; b0 < nk; b0 += 32) {
+            int m = (int)(nk - b0 < 32 ? nk - b0 : 32);
+            uint32_t *acc = &job->dk[(c0 + b0) * d];
+            if (job->diag[b0 / 32])
+                product(kern, &job->st_bf16, &job->dstbf, b0, q0, &job->qw, r0 + q0, 0, n, m, (int)d, acc, d, &job->w);
+            else
+                product(kern, &job->st, &job->dsqt, b0, q0, &job->q, r0 + q0, 0, n, m, (int)d, acc, d, &job->w);
+        }
+    }
+    /* dQ += dS K over this tile's keys, 32-key block by block */
+    for (int64_t b0 = 0; b0 < nk; b0 += 32) {
+        int n = (int)(nk - b0 < 32 ? nk - b0 : 32);
+        uint32_t *acc = &job->dq[r0 * d];
+        if (job->diag[b0 / 32])
+            product(kern, &job->st_bf16, &job->dsbf, 0, b0, &job->kbf, c0 + b0, 0, n, (int)nr, (int)d, acc, d, &job->w);
+        else
+            product(kern, &job->st, &job->dsq, 0, b0, &job->k, c0 + b0, 0, n, (int)nr, (int)d, acc, d, &job->w);
+    }
+}
+
+static void job_free(bwd_kv *j)
+{
+    bmat *all[] = {&j->kt, &j->k, &j->ktbf, &j->kbf, &j->vt, &j->q, &j->qw, &j->dout, &j->doutw,
+                   &j->pt, &j->ptbf, &j->dsq, &j->dsqt, &j->dsbf, &j->dstbf};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        bmat_free(all[i]);
+    free(j->lse), free(j->delta), free(j->dq), free(j->dk), free(j->dv), free(j->pf), free(j->ds), free(j->acc);
+    free(j->diag), free(j->w.sa), free(j->w.sb), free(j->w.fa), free(j->w.fb);
+}
+
+static int job_alloc(bwd_kv *j)
+{
+    const int64_t lq = j->lq, lk = j->lk, d = j->d, bm = j->p->block_m, bn = j->p->block_n;
+    const int64_t bmp = round_up(bm, 32), bnp = round_up(bn, KERN_NR), wmax = bnp > d ? bnp : d;
+    int ok = bmat_alloc(&j->kt, d, lk, MXFA_E4M3, 32, 32) && bmat_alloc(&j->k, lk, d, MXFA_E4M3, 32, 32) &&
+             bmat_alloc(&j->ktbf, d, lk, MXFA_BF16, 32, 32) && bmat_alloc(&j->kbf, lk, d, MXFA_BF16, 32, 32) &&
+             bmat_alloc(&j->vt, d, lk, MXFA_E4M3, 32, 1) && bmat_alloc(&j->q, lq, d, MXFA_E4M3, 32, 32) &&
+             bmat_alloc(&j->qw, lq, d, MXFA_BF16, 32, 32) && bmat_alloc(&j->dout, lq, d, MXFA_E4M3, 32, 32) &&
+             bmat_alloc(&j->doutw, lq, d, MXFA_BF16, 32, 32) && bmat_alloc(&j->pt, bn, bmp, MXFA_E4M3, 32, 32) &&
+             bmat_alloc(&j->ptbf, bn, bmp, MXFA_BF16, 32, 32) && bmat_alloc(&j->dsq, bmp, bn, MXFA_E4M3, 32, 32) &&
+             bmat_alloc(&j->dsqt, bn, bmp, MXFA_E4M3, 32, 32) && bmat_alloc(&j->dsbf, bmp, bn, MXFA_BF16, 32, 32) &&
+             bmat_alloc(&j->dstbf, bn, bmp, MXFA_BF16, 32, 32);
+    j->lse = malloc((size_t)lq * 4);
+    j->delta = malloc((size_t)lq * 4);
+    j->dq = malloc((size_t)(lq * d) * 4);
+    j->dk = malloc((size_t)(lk * d) * 4);
+    j->dv = malloc((size_t)(lk * d) * 4);
+    j->pf = malloc((size_t)(bmp * bn) * 4);
+    j->ds = malloc((size_t)(bmp * bn) * 4);
+    j->acc = malloc((size_t)(bmp * bnp) * 4);
+    j->diag = malloc((size_t)(bn / 32));
+    j->w.sa = malloc((size_t)wmax * sizeof(int));
+    j->w.sb = malloc((size_t)wmax * sizeof(int));
+    j->w.fa = malloc((size_t)wmax);
+    j->w.fb = malloc((size_t)wmax);
+    return ok && j->lse && j->delta && j->dq && j->dk && j->dv && j->pf && j->ds && j->acc && j->diag && j->w.sa &&
+           j->w.sb && j->w.fa && j->w.fb;
+}
+
+/* A [rows, d] slice of a 3-D view as fp32 values. */
+static float *load_slice(const mxfa_view_nd *v, int64_t t0, int64_t h, int64_t rows, int64_t d)
+{
+    float *x = malloc((size_t)(rows * d + 1) * 4);
+    if (x)
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t e = 0; e < d; e++)
+                x[r * d + e] = ref_load_f32_3d(v, t0 + r, h, e);
+    return x;
+}
+
+static void store_f(const mxfa_view_nd *v, int64_t i0, int64_t i1, int64_t i2, float x)
+{
+    int64_t idx[3] = {i0, i1, i2};
+    void *ptr = view_nd_at(v, idx);
+    if (v->dtype == MXFA_BF16) {
+        uint16_t h = mxfa_f32_bits_to_bf16(f32_bits(x));
+        memcpy(ptr, &h, 2);
+    } else {
+        memcpy(ptr, &x, 4);
+    }
+}
+
+/* One (sequence, key/value head): its query heads in increasing order. */
+static int run_kv(bwd_kv *job, const mxfa_view_nd *q, const mxfa_view_nd *k, const mxfa_view_nd *v,
+                  const mxfa_view_nd *o, const mxfa_view_nd *dout, const mxfa_view_nd *lse, int64_t tq0, int64_t tk0,
+                  int64_t g, int64_t group, const mxfa_view_nd *dq, const mxfa_view_nd *dk, const mxfa_view_nd *dv)
+{
+    const mxfa_attn_params *p = job->p;
+    const cpu_kernels *kern = job->kern;
+    const int64_t lq = job->lq, lk = job->lk, d = job->d, bm = p->block_m, bn = p->block_n;
+    float *gk = calloc((size_t)(lk * d + 1), 4), *gv = calloc((size_t)(lk * d + 1), 4);
+    int ok = gk && gv;
+    if (ok && lk > 0 && lq > 0) {
+        ok = job_alloc(job);
+        uint8_t *kc = NULL, *ks = NULL, *vc = NULL, *vs = NULL;
+        mxfa_view kv = mxfa_view_slice(k, 0, 2, tk0 * k->stride[0] + g * k->stride[1], lk, d);
+        mxfa_view vv = mxfa_view_slice(v, 0, 2, tk0 * v->stride[0] + g * v->stride[1], lk, d);
+        float *kf = load_slice(k, tk0, g, lk, d);
+        ok = ok && kf && quantize_into(kern, &kv, MXFA_BLOCK_SQUARE, p->preset, &kc, &ks) &&
+             quantize_into(kern, &vv, MXFA_BLOCK_ROW, p->preset, &vc, &vs);
+        if (ok) {
+            bmat_fill(&job->kt, kc, ks, lk, d, 32, 32, 1, 0, job->st.widen);
+            bmat_fill(&job->k, kc, ks, lk, d, 32, 32, 0, 0, job->st.widen);
+            bmat_fill(&job->vt, vc, vs, lk, d, 1, 32, 1, 0, job->st.widen);
+            bmat_fill_bf16(&job->ktbf, kf, lk, d, 1);
+            bmat_fill_bf16(&job->kbf, kf, lk, d, 0);
+        }
+        free(kc), free(ks), free(vc), free(vs), free(kf);
+    }
+    for (int64_t h = g * group; ok && h < (g + 1) * group && lk > 0 && lq > 0; h++) {
+        uint8_t *qc = NULL, *qs = NULL, *oc = NULL, *os = NULL;
+        mxfa_view qv = mxfa_view_slice(q, 0, 2, tq0 * q->stride[0] + h * q->stride[1], lq, d);
+        mxfa_view ov = mxfa_view_slice(dout, 0, 2, tq0 * dout->stride[0] + h * dout->stride[1], lq, d);
+        ok = quantize_into(kern, &qv, MXFA_BLOCK_SQUARE, p->preset, &qc, &qs) &&
+             quantize_into(kern, &ov, MXFA_BLOCK_SQUARE, p->preset, &oc, &os);
+        if (ok) {
+            bmat *hm[] = {&job->q, &job->qw, &job->dout, &job->doutw};
+            for (int i = 0; i < 4; i++)
+                memset(hm[i]->flag, 0, (size_t)hm[i]->nblk);
+            bmat_fill(&job->q, qc, qs, lq, d, 32, 32, 0, 0, job->st.widen);
+            bmat_fill(&job->qw, qc, qs, lq, d, 32, 32, 0, 1, 0);
+            bmat_fill(&job->dout, oc, os, lq, d, 32, 32, 0, 0, job->st.widen);
+            bmat_fill(&job->doutw, oc, os, lq, d, 32, 32, 0, 1, 0);
+        }
+        free(qc), free(qs), free(oc), free(os);
+        if (!ok)
+            break;
+        /* preprocess: delta_i = sum_d dO * O, fp32 in increasing d */
+        for (int64_t i = 0; i < lq; i++) {
+            int64_t idx[2] = {tq0 + i, h};
+            memcpy(&job->lse[i], view_nd_at(lse, idx), 4);
+            float acc = 0.0f;
+            for (int64_t e = 0; e < d; e++)
+                acc += ref_load_f32_3d(dout, tq0 + i, h, e) * ref_load_f32_3d(o, tq0 + i, h, e);
+            job->delta[i] = acc;
+        }
+        memset(job->dq, 0, (size_t)(lq * d) * 4);
+        memset(job->dk, 0, (size_t)(lk * d) * 4);
+        memset(job->dv, 0, (size_t)(lk * d) * 4);
+        int64_t lim_last_row = key_limit(job, lq - 1);
+        for (int64_t c0 = 0; c0 < lk && c0 <= lim_last_row; c0 += bn)
+            for (int64_t r0 = 0; r0 < lq; r0 += bm) {
+                int64_t nr = r0 + bm < lq ? bm : lq - r0;
+                if (key_limit(job, r0 + nr - 1) < c0)
+                    continue;
+                tile(job, r0, nr, c0);
+            }
+        for (int64_t i = 0; i < lq; i++)
+            for (int64_t e = 0; e < d; e++)
+                store_f(dq, tq0 + i, h, e, f32_from_bits(job->dq[i * d + e]) * p->softmax_scale);
+        for (int64_t x = 0; x < lk * d; x++) {
+            float sk = f32_from_bits(job->dk[x]) * p->softmax_scale, sv = f32_from_bits(job->dv[x]);
+            gk[x] = h == g * group ? sk : gk[x] + sk;
+            gv[x] = h == g * group ? sv : gv[x] + sv;
+        }
+    }
+    if (ok && (lq == 0 || lk == 0))
+        for (int64_t h = g * group; h < (g + 1) * group; h++)
+            for (int64_t i = 0; i < lq; i++)
+                for (int64_t e = 0; e < d; e++)
+                    store_f(dq, tq0 + i, h, e, 0.0f);
+    for (int64_t j = 0; ok && j < lk; j++)
+        for (int64_t e = 0; e < d; e++) {
+            store_f(dk, tk0 + j, g, e, gk[j * d + e]);
+            store_f(dv, tk0 + j, g, e, gv[j * d + e]);
+        }
+    free(gk), free(gv);
+    return ok;
+}
+
+mxfa_status mxfa_cpu_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_nd *q,
+                              const mxfa_view_nd *k, const mxfa_view_nd *v, const mxfa_view_nd *o,
+                              const mxfa_view_nd *dout, const mxfa_view_nd *lse, const int32_t *cu_q,
+                              const int32_t *cu_k, int batch, const mxfa_view_nd *dq, const mxfa_view_nd *dk,
+                              const mxfa_view_nd *dv)
+{
+    const int64_t hkv = k->shape[1], group = q->shape[1] / hkv, units = (int64_t)batch * hkv;
+    int failed = 0;
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t u = 0; u < units; u++) {
+        int b = (int)(u / hkv);
+        int64_t g = u % hkv;
+        bwd_kv job;
+        memset(&job, 0, sizeof job);
+        job.p = p;
+        job.kern = cpu_kern(ctx);
+        job.st = fx_step_block(p->model);
+        job.st_bf16 = fx_step_bf16(p->model);
+        job.d = q->shape[2];
+        job.log2e = f32_from_bits(LOG2E_BITS);
+        job.c = p->softmax_scale * job.log2e;
+        job.lq = (int64_t)cu_q[b + 1] - cu_q[b];
+        job.lk = (int64_t)cu_k[b + 1] - cu_k[b];
+        if (!run_kv(&job, q, k, v, o, dout, lse, cu_q[b], cu_k[b], g, group, dq, dk, dv)) {
+#pragma omp atomic write
+            failed = 1;
+        }
+        job_free(&job);
+    }
+    if (failed)
+        return mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "attention backward: out of memory");
+    return MXFA_OK;
+}

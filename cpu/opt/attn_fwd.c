@@ -1,0 +1,367 @@
+/*
+ * Attention forward on the cpu backend: the reference algorithm
+ * (cpu/ref/attn_fwd.c) with the same operations in the same order, run as
+ * whole tiles through the exact block step, query tiles in parallel. Every
+ * row's softmax state is its own, so tiles can run in any order; within a
+ * row, key tiles and 32-key blocks go in increasing order as in the
+ * reference. Work memory is tile-sized: S and P for one query tile against
+ * one key tile, never S x S.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "cpu.h"
+
+#define LOG2E_BITS 0x3FB8AA3Bu
+#define LN2_BITS 0x3F317218u
+
+/* A [rows, cols] slice quantized by the cpu kernels into codes and scales. */
+typedef struct mx_codes {
+    uint8_t *data, *scales;
+    int64_t sr, sc;
+} mx_codes;
+
+static int quantize_slice(const cpu_kernels *kern, const mxfa_view *src, mxfa_block block, mxfa_preset preset,
+                          mx_codes *q)
+{
+    int64_t rows = src->rows, cols = src->cols;
+    mxfa_scales_shape(block, rows, cols, &q->sr, &q->sc);
+    q->data = malloc((size_t)(rows * cols));
+    q->scales = malloc((size_t)(q->sr * q->sc));
+    if (!q->data || !q->scales) {
+        free(q->data), free(q->scales);
+        q->data = q->scales = NULL;
+        return 0;
+    }
+    mxfa_view dv = {q->data, MXFA_E4M3, rows, cols, cols, 1}, sv = {q->scales, MXFA_E8M0, q->sr, q->sc, q->sc, 1};
+    if (block == MXFA_BLOCK_ROW) {
+        kern->quantize_rows(src, preset, &dv, &sv);
+    } else {
+        mxfa_segment seg = {0, rows, 0};
+        kern->quantize_blocks(src, &seg, preset, block, &dv, &sv);
+    }
+    return 1;
+}
+
+static void codes_free(mx_codes *q)
+{
+    free(q->data), free(q->scales);
+    q->data = q->scales = NULL;
+}
+
+/* Everything of one (sequence, kv head) that its query heads share. */
+typedef struct kv_side {
+    fx_mat kt;          /* K^T [D, Lk]: the B side of S = Q K^T */
+    int *sk;            /* scale of key j in D-block db at [db * ldk + j] */
+    uint8_t *fk;
+    fx_mat v;           /* V [Lk, D]: the B side of O += P V */
+    int *sv;            /* scale of (32-key block kb, column e) at [kb * D + e] */
+    uint8_t *fv;
+    fx_mat vbf;         /* V rounded to bf16, for leak-free diagonal blocks */
+    uint8_t *fvbf;
+    int64_t lk, ldk, d;
+} kv_side;
+
+static void kv_free(kv_side *s)
+{
+    fx_free(&s->kt), fx_free(&s->v), fx_free(&s->vbf);
+    free(s->sk), free(s->fk), free(s->sv), free(s->fv), free(s->fvbf);
+    memset(s, 0, sizeof *s);
+}
+
+static int kv_build(const cpu_kernels *kern, const mxfa_attn_params *p, const mma_model_def *model,
+                    const fx_step *st, const mxfa_view *ks, const mxfa_view *vs, kv_side *s)
+{
+    const int64_t lk = ks->rows, d = ks->cols, nkb = ceil_div(lk, 32), ndb = d / 32;
+    const fx_table *t = fx_table_fp8(MXFA_E4M3, st->widen);
+    mx_codes kq = {0}, vq = {0};
+    (void)model;
+    s->lk = lk;
+    s->d = d;
+    if (!fx_alloc(&s->kt, d, lk, MXFA_E4M3) || !fx_alloc(&s->v, nkb * 32, d, MXFA_E4M3))
+        return 0;
+    s->ldk = s->kt.ld;
+    s->sk = calloc((size_t)(ndb * s->ldk), sizeof *s->sk);
+    s->fk = calloc((size_t)(ndb * s->ldk), 1);
+    s->sv = calloc((size_t)(nkb * d), sizeof *s->sv);
+    s->fv = calloc((size_t)(nkb * d), 1);
+    if (!s->sk || !s->fk || !s->sv || !s->fv || !quantize_slice(kern, ks, MXFA_BLOCK_ROW, p->preset, &kq) ||
+        !quantize_slice(kern, vs, MXFA_BLOCK_COL, p->preset, &vq)) {
+        codes_free(&kq);
+        return 0;
+    }
+    for (int64_t j = 0; j < lk; j++)
+        for (int64_t db = 0; db < ndb; db++) {
+            uint8_t sb = kq.scales[j * ndb + db];
+            int f = sb == 0xFF ? FX_NAN_SCALE : 0;
+            for (int64_t e = db * 32; e < db * 32 + 32; e++)
+                f |= fx_put_fp8(&s->kt, t, e, j, kq.data[j * d + e]);
+            s->sk[db * s->ldk + j] = (int)sb - 127;
+            s->fk[db * s->ldk + j] = (uint8_t)f;
+        }
+    for (int64_t kb = 0; kb < nkb; kb++)
+        for (int64_t e = 0; e < d; e++) {
+            uint8_t sb = vq.scales[kb * d + e];
+            int f = sb == 0xFF ? FX_NAN_SCALE : 0;
+            for (int64_t j = kb * 32; j < lk && j < kb * 32 + 32; j++)
+                f |= fx_put_fp8(&s->v, t, j, e, vq.data[j * d + e]);
+            s->sv[kb * d + e] = (int)sb - 127;
+            s->fv[kb * d + e] = (uint8_t)f;
+        }
+    codes_free(&kq);
+    codes_free(&vq);
+    if (p->causal == MXFA_CAUSAL) {
+        if (!fx_alloc(&s->vbf, nkb * 32, d, MXFA_BF16) || !(s->fvbf = calloc((size_t)(nkb * d), 1)))
+            return 0;
+        for (int64_t j = 0; j < lk; j++)
+            for (int64_t e = 0; e < d; e++)
+                s->fvbf[(j / 32) * d + e] |= (uint8_t)fx_put_bf16(&s->vbf, j, e, mxfa_f32_bits_to_bf16(ref_load_f32(vs, j, e)));
+    }
+    return 1;
+}
+
+/* One query tile's work space. */
+typedef struct tile_ws {
+    fx_mat q, p, pbf;
+    int *sq, *sp, *zero;
+    uint8_t *fq, *fp, *fpbf, *active, *row_on;
+    uint32_t *s, *o, *pbits;
+    float *x, *m, *l;
+} tile_ws;
+
+static void ws_free(tile_ws *w)
+{
+    fx_free(&w->q), fx_free(&w->p), fx_free(&w->pbf);
+    free(w->sq), free(w->sp), free(w->zero), free(w->fq), free(w->fp), free(w->fpbf), free(w->active), free(w->row_on);
+    free(w->s), free(w->o), free(w->pbits), free(w->x), free(w->m), free(w->l);
+    memset(w, 0, sizeof *w);
+}
+
+static int ws_alloc(tile_ws *w, int64_t bm, int64_t bn, int64_t d)
+{
+    int64_t nb = bn / 32, nd = d / 32, bnp = round_up(bn, KERN_NR);
+    memset(w, 0, sizeof *w);
+    int ok = fx_alloc(&w->q, bm, d, MXFA_E4M3) && fx_alloc(&w->p, bm, bn, MXFA_E4M3) &&
+             fx_alloc(&w->pbf, bm, bn, MXFA_BF16);
+    w->sq = malloc((size_t)(nd * bm) * sizeof(int));
+    w->fq = malloc((size_t)(nd * bm));
+    w->sp = malloc((size_t)(nb * bm) * sizeof(int));
+    w->fp = malloc((size_t)(nb * bm));
+    w->fpbf = malloc((size_t)(nb * bm));
+    w->zero = calloc((size_t)(bm > d ? bm : d), sizeof(int));
+    w->active = malloc((size_t)bm);
+    w->row_on = malloc((size_t)bm);
+    w->s = malloc((size_t)(bm * bnp) * 4);
+    w->o = malloc((size_t)(bm * d) * 4);
+    w->pbits = malloc((size_t)bn * 4);
+    w->x = malloc((size_t)bn * 4);
+    w->m = malloc((size_t)bm * 4);
+    w->l = malloc((size_t)bm * 4);
+    return ok && w->sq && w->fq && w->sp && w->fp && w->fpbf && w->zero && w->active && w->row_on && w->s &&
+           w->o && w->pbits && w->x && w->m && w->l;
+}
+
+typedef struct fwd_job {
+    const mxfa_attn_params *p;
+    const cpu_kernels *kern;
+    fx_step st, st_bf16;
+    int64_t lq, lk, d;
+    float c;
+} fwd_job;
+
+static int64_t key_limit(const fwd_job *job, int64_t i)
+{
+    return job->p->causal == MXFA_CAUSAL_NONE ? job->lk - 1 : i + job->lk - job->lq;
+}
+
+static float f32_of(uint32_t b)
+{
+    return f32_from_bits(b);
+}
+
+/* One query tile [r0, r0 + nr) of one head against all its key tiles. */
+static int run_tile(const fwd_job *job, const kv_side *kv, const mxfa_view *qs, int64_t r0, int64_t nr, tile_ws *w,
+                    const mxfa_view_nd *o, const mxfa_view_nd *lse, int64_t q0, int64_t h)
+{
+    const cpu_kernels *kern = job->kern;
+    const mxfa_attn_params *p = job->p;
+    const int64_t d = job->d, lk = job->lk, bn = p->block_n, nd = d / 32;
+    const fx_table *t = fx_table_fp8(MXFA_E4M3, job->st.widen);
+    /* Q rows, row blocks along D */
+    mx_codes qq = {0};
+    mxfa_view qt = *qs;
+    qt.base = view_at(qs, r0, 0);
+    qt.rows = nr;
+    if (!quantize_slice(kern, &qt, MXFA_BLOCK_ROW, p->preset, &qq))
+        return 0;
+    for (int64_t i = 0; i < nr; i++)
+        for (int64_t db = 0; db < nd; db++) {
+            uint8_t sb = qq.scales[i * nd + db];
+            int f = sb == 0xFF ? FX_NAN_SCALE : 0;
+            for (int64_t e = db * 32; e < db * 32 + 32; e++)
+                f |= fx_put_fp8(&w->q, t, i, e, qq.data[i * d + e]);
+            w->sq[db * p->block_m + i] = (int)sb - 127;
+            w->fq[db * p->block_m + i] = (uint8_t)f;
+        }
+    codes_free(&qq);
+    for (int64_t i = 0; i < nr; i++) {
+        w->m[i] = -INFINITY;
+        w->l[i] = 0.0f;
+    }
+    memset(w->o, 0, (size_t)(nr * d) * 4);
+    const int64_t lim_first = key_limit(job, r0), lim_last = key_limit(job, r0 + nr - 1);
+    for (int64_t c0 = 0; c0 < lk && c0 <= lim_last; c0 += bn) {
+        const int64_t ncols = round_up(lk - c0 < bn ? lk - c0 : bn, KERN_NR), ldsx = round_up(bn, KERN_NR);
+        /* S = Q K^T for the tile, D-block by D-block */
+        memset(w->s, 0, (size_t)(nr * ldsx) * 4);
+        for (int64_t db = 0; db < nd; db++)
+            fx_block(kern, &job->st, &w->q, 0, db * 32, &kv->kt, db * 32, c0, 32, (int)nr, (int)ncols,
+                     &w->sq[db * p->block_m], &w->fq[db * p->block_m], &kv->sk[db * kv->ldk + c0],
+                     &kv->fk[db * kv->ldk + c0], w->s, ldsx, NULL);
+        /* the online softmax, row by row, as the reference does it */
+        for (int64_t r = 0; r < nr; r++) {
+            const int64_t i = r0 + r, lim = key_limit(job, i);
+            float m_new = w->m[r];
+            for (int64_t j = 0; j < bn; j++) {
+                int64_t key = c0 + j;
+                w->x[j] = (key <= lim && key < lk) ? f32_of(w->s[r * ldsx + j]) * job->c : -INFINITY;
+                if (w->x[j] > m_new || isnan(w->x[j]))
+                    m_new = w->x[j];
+            }
+            w->row_on[r] = m_new != -INFINITY;
+            if (!w->row_on[r])
+                continue;
+            if (m_new > w->m[r]) {
+                float alpha = mxfa_exp2(w->m[r] - m_new);
+                for (int64_t e = 0; e < d; e++)
+                    w->o[r * d + e] = f32_bits(f32_of(w->o[r * d + e]) * alpha);
+                w->l[r] *= alpha;
+                w->m[r] = m_new;
+            }
+            float *pf = (float *)w->pbits;
+            kern->softmax_p(w->x, (int)bn, w->m[r], pf);
+            float sum = 0.0f;
+            for (int64_t j = 0; j < bn; j++)
+                sum += pf[j];
+            w->l[r] += sum * 0.00390625f;
+            for (int64_t b0 = 0; b0 < bn; b0 += 32) {
+                mxfa_block_rule rule = {0x7F, 0, FP8_ROUND_NEAREST_EVEN};
+                if (p->p_scale == MXFA_P_DYNAMIC)
+                    rule = mxfa_ref_block_rule(&mxfa_fp8_e4m3, MXFA_PRESET_RCEIL, &w->pbits[b0], 32);
+                uint8_t codes[32];
+                kern->encode(&mxfa_fp8_e4m3, &rule, &w->pbits[b0], 32, codes);
+                int blk = (int)(b0 / 32), pexp = (int)rule.scale - 127 - 8, f = rule.scale == 0xFF ? FX_NAN_SCALE : 0;
+                for (int j = 0; j < 32; j++)
+                    f |= fx_put_fp8(&w->p, t, r, b0 + j, codes[j]);
+                w->sp[blk * p->block_m + r] = pexp;
+                w->fp[blk * p->block_m + r] = (uint8_t)f;
+                if (p->causal == MXFA_CAUSAL) { /* P / 256 in bf16, for diagonal blocks */
+                    int fb = 0;
+                    for (int j = 0; j < 32; j++) {
+                        mma_operand x = mxfa_mma_operand_fp8(&mxfa_fp8_e4m3, codes[j]);
+                        fb |= fx_put_bf16(&w->pbf, r, b0 + j, mxfa_mma_widen_bf16_code(&x, pexp, f & FX_NAN_SCALE));
+                    }
+                    w->fpbf[blk * p->block_m + r] = (uint8_t)fb;
+                }
+            }
+        }
+        /* O += P V, 32-key block by block in key order */
+        for (int64_t b0 = 0; b0 < bn; b0 += 32) {
+            int64_t kb0 = c0 + b0, klast = kb0 + 31 < lk - 1 ? kb0 + 31 : lk - 1;
+            if (kb0 >= lk)
+                break;
+            int any = 0, n = (int)(klast - kb0 + 1), blk = (int)(b0 / 32);
+            for (int64_t r = 0; r < nr; r++) {
+                w->active[r] = w->row_on[r] && kb0 <= key_limit(job, r0 + r);
+                any |= w->active[r];
+            }
+            if (!any)
+                break;
+            int diagonal = p->causal == MXFA_CAUSAL && lim_first < klast && lim_last >= kb0;
+            if (diagonal)
+                fx_block(kern, &job->st_bf16, &w->pbf, 0, b0, &kv->vbf, kb0, 0, n, (int)nr, (int)d, w->zero,
+                         &w->fpbf[blk * p->block_m], w->zero, &kv->fvbf[(kb0 / 32) * d], w->o, d, w->active);
+            else
+                fx_block(kern, &job->st, &w->p, 0, b0, &kv->v, kb0, 0, n, (int)nr, (int)d, &w->sp[blk * p->block_m],
+                         &w->fp[blk * p->block_m], &kv->sv[(kb0 / 32) * d], &kv->fv[(kb0 / 32) * d], w->o, d,
+                         w->active);
+        }
+    }
+    /* O = O / l, LSE = (m + log2 l) ln 2; rows that saw nothing: 0, -Inf */
+    for (int64_t r = 0; r < nr; r++) {
+        float l = w->l[r], lse_v = -INFINITY;
+        int seen = l != 0.0f || isnan(l);
+        if (seen)
+            lse_v = (w->m[r] + mxfa_log2(l)) * f32_from_bits(LN2_BITS);
+        for (int64_t e = 0; e < d; e++) {
+            float v = seen ? f32_of(w->o[r * d + e]) / l : 0.0f;
+            int64_t idx[3] = {q0 + r0 + r, h, e};
+            void *dst = view_nd_at(o, idx);
+            if (o->dtype == MXFA_BF16) {
+                uint16_t b = mxfa_f32_bits_to_bf16(f32_bits(v));
+                memcpy(dst, &b, 2);
+            } else {
+                memcpy(dst, &v, 4);
+            }
+        }
+        if (lse) {
+            int64_t idx[2] = {q0 + r0 + r, h};
+            memcpy(view_nd_at(lse, idx), &lse_v, 4);
+        }
+    }
+    return 1;
+}
+
+mxfa_status mxfa_cpu_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_nd *q,
+                              const mxfa_view_nd *k, const mxfa_view_nd *v, const int32_t *cu_q, const int32_t *cu_k,
+                              int batch, const mxfa_view_nd *o, const mxfa_view_nd *lse)
+{
+    const int64_t hkv = k->shape[1], d = q->shape[2], group = q->shape[1] / hkv, bm = p->block_m;
+    fwd_job job;
+    job.p = p;
+    job.kern = cpu_kern(ctx);
+    job.st = fx_step_block(p->model);
+    job.st_bf16 = fx_step_bf16(p->model);
+    job.d = d;
+    job.c = p->softmax_scale * f32_from_bits(LOG2E_BITS);
+    for (int b = 0; b < batch; b++) {
+        job.lq = (int64_t)cu_q[b + 1] - cu_q[b];
+        job.lk = (int64_t)cu_k[b + 1] - cu_k[b];
+        if (job.lq == 0)
+            continue;
+        const int64_t tiles = ceil_div(job.lq, bm);
+        for (int64_t g = 0; g < hkv; g++) {
+            kv_side kv;
+            memset(&kv, 0, sizeof kv);
+            if (job.lk > 0) {
+                mxfa_view ks = mxfa_view_slice(k, 0, 2, cu_k[b] * k->stride[0] + g * k->stride[1], job.lk, d);
+                mxfa_view vs = mxfa_view_slice(v, 0, 2, cu_k[b] * v->stride[0] + g * v->stride[1], job.lk, d);
+                if (!kv_build(job.kern, p, &mxfa_mma_models[p->model], &job.st, &ks, &vs, &kv)) {
+                    kv_free(&kv);
+                    return mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "attention: out of memory");
+                }
+            }
+            int failed = 0;
+#pragma omp parallel
+            {
+                tile_ws w;
+                int ok = ws_alloc(&w, bm, p->block_n, d);
+#pragma omp for collapse(2) schedule(dynamic)
+                for (int64_t h = g * group; h < (g + 1) * group; h++)
+                    for (int64_t ti = 0; ti < tiles; ti++) {
+                        mxfa_view qs = mxfa_view_slice(q, 0, 2, cu_q[b] * q->stride[0] + h * q->stride[1], job.lq, d);
+                        int64_t r0 = ti * bm, nr = job.lq - r0 < bm ? job.lq - r0 : bm;
+                        if (!ok || !run_tile(&job, &kv, &qs, r0, nr, &w, o, lse, cu_q[b], h)) {
+#pragma omp atomic write
+                            failed = 1;
+                        }
+                    }
+                ws_free(&w);
+            }
+            kv_free(&kv);
+            if (failed)
+                return mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "attention: out of memory");
+        }
+    }
+    return MXFA_OK;
+}

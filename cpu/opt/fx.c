@@ -1,0 +1,211 @@
+/* Decoded operands and the exact block step (fx.h). */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "fx.h"
+
+void fx_free(fx_mat *m)
+{
+    free(m->v);
+    free(m->e);
+    free(m->code);
+    m->v = NULL;
+    m->e = m->code = NULL;
+}
+
+int fx_alloc(fx_mat *m, int64_t rows, int64_t cols, mxfa_dtype dtype)
+{
+    m->rows = rows;
+    m->cols = cols;
+    m->ld = round_up(cols > 0 ? cols : 1, KERN_NR);
+    m->dtype = dtype;
+    size_t n = (size_t)((rows > 0 ? rows : 1) * m->ld);
+    m->v = calloc(n, sizeof *m->v);
+    m->e = calloc(n, sizeof *m->e);
+    m->code = calloc(n, sizeof *m->code);
+    if (!m->v || !m->e || !m->code) {
+        fx_free(m);
+        return 0;
+    }
+    return 1;
+}
+
+/* The fields of a finite non-zero operand with the given raw exponent and
+ * significand of frac_bits fraction bits, or -1 when out of range. */
+static int fields(int raw, uint32_t sig, int frac_bits)
+{
+    int lsb = raw - frac_bits + __builtin_ctz(sig);
+    if (raw < -FX_FIELD_LIMIT || raw > FX_FIELD_LIMIT || -lsb < -FX_FIELD_LIMIT || -lsb > FX_FIELD_LIMIT)
+        return -1;
+    return (raw + FX_BIAS) | (-lsb + FX_BIAS) << 8;
+}
+
+static fx_table tables[2][2]; /* [E5M2?][normalized?] */
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+
+static void build_tables(void)
+{
+    for (int f = 0; f < 2; f++)
+        for (int norm = 0; norm < 2; norm++) {
+            const fp8_format *fmt = f ? &mxfa_fp8_e5m2 : &mxfa_fp8_e4m3;
+            fx_table *t = &tables[f][norm];
+            for (int c = 0; c < 256; c++) {
+                mma_operand o = mxfa_mma_operand_fp8(fmt, (uint8_t)c);
+                t->v[c] = 0.0;
+                t->e[c] = 0;
+                t->special[c] = o.cls == MMA_NAN || o.cls == MMA_INF;
+                if (o.cls != MMA_FINITE)
+                    continue;
+                t->v[c] = ldexp(o.sign ? -(double)o.sig : (double)o.sig, o.raw - o.frac_bits);
+                int raw = o.raw;
+                if (norm) /* the exponent of the value itself */
+                    raw = o.raw - o.frac_bits + (31 - __builtin_clz(o.sig));
+                int e = fields(raw, o.sig, o.frac_bits);
+                if (e < 0)
+                    t->special[c] = 1;
+                else
+                    t->e[c] = (uint16_t)e;
+            }
+        }
+}
+
+const fx_table *fx_table_fp8(mxfa_dtype dtype, int normalized)
+{
+    pthread_once(&tables_once, build_tables);
+    return &tables[dtype == MXFA_E5M2][normalized != 0];
+}
+
+int fx_put_bf16(fx_mat *m, int64_t r, int64_t c, uint16_t h)
+{
+    int64_t i = r * m->ld + c;
+    mma_operand o = mxfa_mma_operand_bf16(h);
+    m->code[i] = h;
+    m->v[i] = 0.0;
+    m->e[i] = 0;
+    if (o.cls == MMA_NAN || o.cls == MMA_INF)
+        return FX_SPECIAL;
+    if (o.cls == MMA_ZERO)
+        return 0;
+    m->v[i] = ldexp(o.sign ? -(double)o.sig : (double)o.sig, o.raw - o.frac_bits);
+    int e = fields(o.raw, o.sig, o.frac_bits);
+    if (e < 0)
+        return FX_SPECIAL;
+    m->e[i] = (uint16_t)e;
+    return 0;
+}
+
+fx_step fx_step_block(mxfa_model model)
+{
+    const mma_model_def *def = &mxfa_mma_models[model];
+    fx_step st = {def, KERN_IN_EXPONENT, 0, 0, 0};
+    switch (def->scaling) {
+    case MMA_SCALE_IN_EXPONENT: st.how = KERN_IN_EXPONENT; break;
+    case MMA_SCALE_AT_PROMOTION:
+        st.how = def->step->frac_bits == MMA_EXACT ? KERN_EXACT_PROMOTE : KERN_TRUNC13_PROMOTE;
+        break;
+    case MMA_SCALE_INTO_BF16:
+        st.how = KERN_IN_EXPONENT;
+        st.group = def->bf16_step->group;
+        st.widen = 1;
+        break;
+    }
+    return st;
+}
+
+fx_step fx_step_bf16(mxfa_model model)
+{
+    const mma_model_def *def = &mxfa_mma_models[model];
+    fx_step st = {def, KERN_IN_EXPONENT, def->bf16_step->group, 1, 0};
+    if (def->bf16_step->sum_bits == MMA_EXACT) { /* the exact sum, promoted once */
+        st.how = KERN_EXACT_PROMOTE;
+        st.group = 0;
+    }
+    return st;
+}
+
+static mma_operand operand_of(const fx_mat *m, int64_t i)
+{
+    if (m->dtype == MXFA_BF16)
+        return mxfa_mma_operand_bf16(m->code[i]);
+    return mxfa_mma_operand_fp8(mxfa_fp8_format(m->dtype), (uint8_t)m->code[i]);
+}
+
+/* The reference step for one element. */
+static uint32_t fallback(const fx_step *st, const fx_mat *a, int64_t ai, int64_t ak0, const fx_mat *b, int64_t bk0,
+                         int64_t bj, int kn, int sa, int nan_a, int sb, int nan_b, uint32_t acc)
+{
+    mma_operand x[32], y[32];
+    for (int k = 0; k < kn; k++) {
+        x[k] = operand_of(a, ai * a->ld + ak0 + k);
+        y[k] = operand_of(b, (bk0 + k) * b->ld + bj);
+    }
+    if (st->bf16)
+        return mxfa_mma_bf16_steps(st->model, x, y, kn, acc);
+    return mxfa_mma_block(st->model, x, sa, nan_a, y, sb, nan_b, kn, acc);
+}
+
+void fx_block(const cpu_kernels *kern, const fx_step *st, const fx_mat *a, int64_t ar0, int64_t ak0, const fx_mat *b,
+              int64_t bk0, int64_t bc0, int kn, int m, int n, const int *sa, const uint8_t *fa, const int *sb,
+              const uint8_t *fb, uint32_t *acc, int64_t ldc, const uint8_t *active)
+{
+    int group = st->group > 0 && st->group < kn ? st->group : kn;
+    double apad[KERN_MR * 32];
+    uint16_t aepad[KERN_MR * 32];
+    uint32_t acc0[KERN_MR][KERN_NR];
+    uint8_t pend[KERN_MR][KERN_NR];
+    int npend[KERN_MR];
+    kern_partial part;
+    for (int i0 = 0; i0 < m; i0 += KERN_MR) {
+        int mr = m - i0 < KERN_MR ? m - i0 : KERN_MR;
+        const double *av = &a->v[(ar0 + i0) * a->ld + ak0];
+        const uint16_t *ae = &a->e[(ar0 + i0) * a->ld + ak0];
+        int64_t lda = a->ld;
+        if (mr < KERN_MR) { /* a short tile: the missing rows are zeros */
+            memset(apad, 0, sizeof apad);
+            memset(aepad, 0, sizeof aepad);
+            for (int r = 0; r < mr; r++)
+                for (int k = 0; k < kn; k++) {
+                    apad[r * 32 + k] = av[r * lda + k];
+                    aepad[r * 32 + k] = ae[r * lda + k];
+                }
+            av = apad;
+            ae = aepad;
+            lda = 32;
+        }
+        for (int j0 = 0; j0 < n; j0 += KERN_NR) {
+            const double *bv = &b->v[bk0 * b->ld + bc0 + j0];
+            const uint16_t *be = &b->e[bk0 * b->ld + bc0 + j0];
+            for (int r = 0; r < mr; r++) {
+                int i = i0 + r;
+                if (group < kn) /* the fallback restarts the block from here */
+                    memcpy(acc0[r], &acc[i * ldc + j0], sizeof acc0[r]);
+                for (int j = 0; j < KERN_NR; j++)
+                    pend[r][j] = fa[i] | fb[j0 + j];
+                if (st->widen) /* widening to bf16 must be exact and normal */
+                    for (int j = 0; j < KERN_NR; j++)
+                        pend[r][j] |= sa[i] < -110 || sa[i] > 110 || sb[j0 + j] < -110 || sb[j0 + j] > 110;
+                npend[r] = 0;
+            }
+            for (int g0 = 0; g0 < kn; g0 += group) {
+                int gn = kn - g0 < group ? kn - g0 : group;
+                kern->dot(gn, av + g0, ae + g0, lda, bv + g0 * b->ld, be + g0 * b->ld, b->ld, &part);
+                for (int r = 0; r < mr; r++)
+                    if (!active || active[i0 + r])
+                        npend[r] = kern->combine(st->how, &part, r, sa[i0 + r], &sb[j0], &acc[(i0 + r) * ldc + j0], pend[r]);
+            }
+            for (int r = 0; r < mr; r++) {
+                int i = i0 + r;
+                if ((active && !active[i]) || npend[r] == 0)
+                    continue;
+                if (group >= kn)
+                    memcpy(acc0[r], &acc[i * ldc + j0], sizeof acc0[r]);
+                for (int j = 0; j < KERN_NR; j++)
+                    if (pend[r][j])
+                        acc[i * ldc + j0 + j] =
+                            fallback(st, a, ar0 + i, ak0, b, bk0, bc0 + j0 + j, kn, sa[i], fa[i] & FX_NAN_SCALE,
+                                     sb[j0 + j], fb[j0 + j] & FX_NAN_SCALE, acc0[r][j]);
+            }
+        }
+    }
+}

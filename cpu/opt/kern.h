@@ -1,0 +1,73 @@
+/*
+ * The vector kernels of the optimized backend, compiled once per instruction
+ * set (kern.c with its own flags: scalar x86-64, AVX2+FMA, AVX-512) and
+ * chosen at run time (backend.c). Every kernel is exact: where it cannot
+ * give the reference's bits it says so (a pending flag) and the caller runs
+ * the reference step for that element.
+ */
+#ifndef MXFA_CPU_KERN_H
+#define MXFA_CPU_KERN_H
+
+#include <stdint.h>
+
+#include "ref.h"
+
+/* The tile of one microkernel call: KERN_MR rows of A by KERN_NR columns of B. */
+#define KERN_MR 4
+#define KERN_NR 32
+
+/*
+ * Exponent fields of one operand, one byte each, biased by 64 so that
+ * products can be tracked with unsigned byte adds and maxima: low byte the
+ * raw exponent (the exponent the tensor core aligns by), high byte minus
+ * the exponent of the lowest set bit. Both lie in [-21, 21] for every
+ * operand the fast path takes; a zero operand has the field 0x0000, so a
+ * product with a zero never lifts a maximum (a real sum is at least 86).
+ */
+#define FX_BIAS 64
+#define FX_FIELD_LIMIT 21
+#define FX_PROD_MIN 86 /* the smallest biased sum of two real fields */
+
+/* Per (row, column) result of a microkernel call over one group of k. */
+typedef struct kern_partial {
+    double sum[KERN_MR][KERN_NR];      /* exact when the combine accepts it */
+    uint8_t emax[KERN_MR][KERN_NR];    /* max over k of biased raw sums (128 + raw) */
+    uint8_t nlsb[KERN_MR][KERN_NR];    /* max over k of biased -(lowest bit) sums */
+} kern_partial;
+
+/* How a group's sum meets the accumulator (cpu/ref/mma.h, mma_scaling). */
+typedef enum kern_combine {
+    KERN_IN_EXPONENT, /* scales in the exponent, accumulator in the group, F = 25, 24 bits */
+    KERN_EXACT_PROMOTE, /* exact block sum, acc = RNE(acc + sum 2^s) */
+    KERN_TRUNC13_PROMOTE /* sm90 fp8: sum cut to F = 13, 14 bits, then promoted */
+} kern_combine;
+
+typedef struct cpu_kernels {
+    const char *name;
+    /* A: KERN_MR rows of kn values (row stride lda), fields alongside;
+     * B: kn rows of KERN_NR values (row stride ldb). */
+    void (*dot)(int kn, const double *a, const uint16_t *ae, int64_t lda, const double *b, const uint16_t *be,
+                int64_t ldb, kern_partial *out);
+    /* One group step for row r of a partial: acc[j] for j < KERN_NR, scale
+     * exponent sa + sb[j]; pending[j] set (and acc[j] left alone) where the
+     * fast path cannot decide. Returns the number of pending columns. */
+    int (*combine)(kern_combine how, const kern_partial *p, int r, int sa, const int *sb, uint32_t *acc,
+                    uint8_t *pending);
+    /* P = exp2((x - m) + 8) for x != -Inf, else 0, as mxfa_exp2 computes it. */
+    void (*softmax_p)(const float *x, int n, float m, float *p);
+    /* fp8 codes of n fp32 values of one block under its rule (as
+     * mxfa_ref_encode_element). */
+    void (*encode)(const fp8_format *fmt, const mxfa_block_rule *rule, const uint32_t *x, int n, uint8_t *out);
+    /* Quantization with row blocks of whole rows of x. */
+    void (*quantize_rows)(const mxfa_view *x, mxfa_preset preset, const mxfa_view *data, const mxfa_view *scales);
+    /* Col or square blocks of one piece of a sequence (seg: whole 32-row
+     * groups, scales from row seg->dst). */
+    void (*quantize_blocks)(const mxfa_view *x, const mxfa_segment *seg, mxfa_preset preset, mxfa_block block,
+                            const mxfa_view *data, const mxfa_view *scales);
+} cpu_kernels;
+
+extern const cpu_kernels mxfa_kern_scalar;
+extern const cpu_kernels mxfa_kern_avx2;
+extern const cpu_kernels mxfa_kern_avx512;
+
+#endif

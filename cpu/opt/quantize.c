@@ -1,0 +1,63 @@
+/*
+ * Quantization and dequantization on the cpu backend: the matrix cut into
+ * independent pieces (rows for row blocks; 32-row groups of each sequence
+ * for col and square blocks), the pieces run in parallel.
+ */
+#include "cpu.h"
+
+#define ROWS_PER_TASK 64 /* a multiple of 32 */
+
+/* rows [r0, r0 + n) of v as a view of their own */
+static mxfa_view rows_of(const mxfa_view *v, int64_t r0, int64_t n)
+{
+    mxfa_view s = *v;
+    s.base = view_at(v, r0, 0);
+    s.rows = n;
+    return s;
+}
+
+mxfa_status mxfa_cpu_quantize(mxfa_ctx *ctx, const mxfa_view *x, const mxfa_segment *segs, int nsegs,
+                              mxfa_preset preset, mxfa_block block, const mxfa_view *data, const mxfa_view *scales)
+{
+    const cpu_kernels *kern = cpu_kern(ctx);
+    if (block == MXFA_BLOCK_ROW) {
+        int64_t rows = x->rows;
+#pragma omp parallel for schedule(dynamic)
+        for (int64_t r0 = 0; r0 < rows; r0 += ROWS_PER_TASK) {
+            int64_t n = rows - r0 < ROWS_PER_TASK ? rows - r0 : ROWS_PER_TASK;
+            mxfa_view xs = rows_of(x, r0, n), ds = rows_of(data, r0, n), ss = rows_of(scales, r0, n);
+            kern->quantize_rows(&xs, preset, &ds, &ss);
+        }
+        return MXFA_OK;
+    }
+    /* col and square: units of up to ROWS_PER_TASK rows inside one sequence */
+    int64_t units = 0;
+    for (int s = 0; s < nsegs; s++)
+        units += ceil_div(segs[s].count, ROWS_PER_TASK);
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t u = 0; u < units; u++) {
+        int64_t left = u;
+        int s = 0;
+        while (left >= ceil_div(segs[s].count, ROWS_PER_TASK))
+            left -= ceil_div(segs[s++].count, ROWS_PER_TASK);
+        int64_t off = left * ROWS_PER_TASK, n = segs[s].count - off < ROWS_PER_TASK ? segs[s].count - off : ROWS_PER_TASK;
+        mxfa_segment piece = {segs[s].src + off, n, segs[s].dst + off / 32};
+        kern->quantize_blocks(x, &piece, preset, block, data, scales);
+    }
+    return MXFA_OK;
+}
+
+mxfa_status mxfa_cpu_dequantize(mxfa_ctx *ctx, const mxfa_view *data, const mxfa_view *scales, mxfa_block block,
+                                const mxfa_view *out)
+{
+    int64_t rows = data->rows;
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t r0 = 0; r0 < rows; r0 += ROWS_PER_TASK) {
+        int64_t n = rows - r0 < ROWS_PER_TASK ? rows - r0 : ROWS_PER_TASK;
+        mxfa_view ds = rows_of(data, r0, n), os = rows_of(out, r0, n);
+        mxfa_view ss = rows_of(scales, block == MXFA_BLOCK_ROW ? r0 : r0 / 32,
+                               block == MXFA_BLOCK_ROW ? n : ceil_div(n, 32));
+        mxfa_ref_dequantize(ctx, &ds, &ss, block, &os);
+    }
+    return MXFA_OK;
+}

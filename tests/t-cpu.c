@@ -1,0 +1,367 @@
+/*
+ * The cpu backend against ref, bit for bit: quantization (every block
+ * shape, preset and element format, dense and jagged), dequantization, the
+ * products under every model (odd sizes, both element formats, with and
+ * without C, wide scale spreads, NaN and Inf), raw instruction chains, and
+ * attention forward and backward (every model, P mode, causal mode and
+ * head dim, jagged GQA batches, odd tiles). Every ref result is compared
+ * with the cpu backend on each instruction set this CPU runs (scalar, avx2,
+ * avx512, forced through MXFA_CPU_ISA) at 1 and 2 threads.
+ */
+#include "config.h"
+
+#include <math.h>
+#ifdef MXFA_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+#include "attn_util.h"
+#include "mxfa.h"
+#include "tap.h"
+
+static mxfa_ctx *ref;
+
+/* The cpu configurations: an instruction set and a thread count each. */
+#define NCONF 6
+static mxfa_ctx *cpus[NCONF];
+static int conf_threads[NCONF];
+static const char *conf_name[NCONF];
+static int nconf;
+
+static mxfa_ctx *use(int c)
+{
+#ifdef MXFA_HAVE_OPENMP
+    omp_set_num_threads(conf_threads[c]);
+#endif
+    return cpus[c];
+}
+
+static int same(const void *a, const void *b, size_t n)
+{
+    return memcmp(a, b, n) == 0;
+}
+
+/* Data with the features that exercise the fast paths' limits: normal
+ * values with row and column magnitudes spread over many binades, exact
+ * zeros, and (when `specials`) NaN, Inf, fp32 subnormals and huge values. */
+static float *data(int64_t n, int64_t cols, int specials)
+{
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++) {
+        double g = gauss();
+        int64_t r = i / cols, c = i % cols;
+        g *= ldexp(1.0, (int)((r * 7 + c * 3) % 13) - 6);
+        uint64_t u = rng_next() % 1000;
+        if (u < 20)
+            g = 0;
+        else if (u < 30)
+            g *= 1e-6;
+        if (specials && u >= 990) {
+            static const float sp[] = {NAN, INFINITY, -INFINITY, 1e-40f, -3e-39f, 3e38f, 65504.f, 1e-30f, 448.f, 464.f};
+            g = sp[u - 990];
+        }
+        x[i] = (float)g;
+    }
+    return x;
+}
+
+/* ---- quantization and dequantization ---- */
+static void check_quantize(void)
+{
+    static const int64_t shapes[][2] = {{1, 1}, {37, 101}, {64, 256}, {130, 33}, {96, 64}};
+    int bad = 0, cases = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int64_t R = shapes[s][0], C = shapes[s][1];
+        float *x = data(R * C, C, 1);
+        uint16_t *xb = malloc((size_t)(R * C) * 2);
+        for (int64_t i = 0; i < R * C; i++)
+            xb[i] = mxfa_f32_to_bf16(x[i]);
+        for (int blk = 0; blk < 3; blk++)
+            for (int preset = 0; preset < 4; preset++)
+                for (int fmt = 0; fmt < 2; fmt++)
+                    for (int bf = 0; bf < 2; bf++) {
+                        int64_t sr, sc;
+                        mxfa_scales_shape((mxfa_block)blk, R, C, &sr, &sc);
+                        uint8_t *d[2], *sf[2];
+                        float *back[2];
+                        for (int b = 0; b < 2; b++) {
+                            d[b] = NULL;
+                            sf[b] = NULL;
+                            back[b] = NULL;
+                        }
+                        for (int cfg = 0; cfg <= nconf; cfg++) {
+                            int side = cfg > 0;
+                            free(d[side]), free(sf[side]), free(back[side]);
+                            d[side] = malloc((size_t)(R * C));
+                            sf[side] = malloc((size_t)(sr * sc));
+                            back[side] = malloc((size_t)(R * C) * 4);
+                            mxfa_tensor X = mxfa_tensor_2d(bf ? (void *)xb : (void *)x, bf ? MXFA_BF16 : MXFA_F32, R, C);
+                            mxfa_mx m = {mxfa_tensor_2d(d[side], fmt ? MXFA_E5M2 : MXFA_E4M3, R, C),
+                                         mxfa_tensor_2d(sf[side], MXFA_E8M0, sr, sc), (mxfa_block)blk, MXFA_LAYOUT_COMPACT};
+                            mxfa_tensor O = mxfa_tensor_2d(back[side], MXFA_F32, R, C);
+                            mxfa_ctx *c = cfg ? use(cfg - 1) : ref;
+                            if (mxfa_quantize(c, &X, (mxfa_preset)preset, &m) != MXFA_OK ||
+                                mxfa_dequantize(c, &m, &O) != MXFA_OK)
+                                bad++;
+                            if (!cfg)
+                                continue;
+                            cases++;
+                            if (!same(d[0], d[1], (size_t)(R * C)) || !same(sf[0], sf[1], (size_t)(sr * sc)) ||
+                                !same(back[0], back[1], (size_t)(R * C) * 4)) {
+                                if (bad < 5)
+                                    diag("quantize %lldx%lld block %d preset %d fmt %d bf16 %d differs on %s",
+                                         (long long)R, (long long)C, blk, preset, fmt, bf, conf_name[cfg - 1]);
+                                bad++;
+                            }
+                        }
+                        for (int b = 0; b < 2; b++)
+                            free(d[b]), free(sf[b]), free(back[b]);
+                    }
+        free(x);
+        free(xb);
+    }
+    ok(bad == 0, "quantize and dequantize: %d cases (5 shapes x 3 blocks x 4 presets x 2 formats x f32/bf16 x %d configurations) equal ref",
+       cases, nconf);
+
+    /* jagged: col and square blocks restart at every sequence */
+    const int32_t cu[] = {0, 5, 5, 70, 133};
+    int64_t R = 133, C = 96, srows;
+    float *x_data = data(R * C, C, 1);
+    mxfa_jagged_scale_rows(cu, 4, &srows);
+    bad = 0;
+    for (int blk = 1; blk < 3; blk++)
+        for (int preset = 0; preset < 4; preset++) {
+            int64_t sc = blk == 1 ? C : 3;
+            uint8_t *d[2], *sf[2];
+            for (int b = 0; b < 2; b++) {
+                d[b] = malloc((size_t)(R * C));
+                sf[b] = malloc((size_t)(srows * sc));
+            }
+            for (int b = 0; b <= nconf; b++) {
+                int x = b > 0;
+                mxfa_tensor X = mxfa_tensor_2d(x_data, MXFA_F32, R, C);
+                mxfa_mx m = {mxfa_tensor_2d(d[x], MXFA_E4M3, R, C), mxfa_tensor_2d(sf[x], MXFA_E8M0, srows, sc),
+                             (mxfa_block)blk, MXFA_LAYOUT_COMPACT};
+                if (mxfa_quantize_jagged(b ? use(b - 1) : ref, &X, cu, 4, (mxfa_preset)preset, &m) != MXFA_OK)
+                    bad++;
+                if (b)
+                    bad += !same(d[0], d[1], (size_t)(R * C)) || !same(sf[0], sf[1], (size_t)(srows * sc));
+            }
+            for (int b = 0; b < 2; b++)
+                free(d[b]), free(sf[b]);
+        }
+    ok(bad == 0, "jagged col and square quantization (lengths 5, 0, 65, 63) equals ref");
+    free(x_data);
+}
+
+/* ---- products ---- */
+static void quantize_rows(mxfa_ctx *c, const float *x, int64_t R, int64_t K, mxfa_dtype fmt, uint8_t *d, uint8_t *s,
+                          mxfa_mx *m)
+{
+    mxfa_tensor X = mxfa_tensor_2d((void *)x, MXFA_F32, R, K);
+    *m = (mxfa_mx){mxfa_tensor_2d(d, fmt, R, K), mxfa_tensor_2d(s, MXFA_E8M0, R, (K + 31) / 32), MXFA_BLOCK_ROW,
+                   MXFA_LAYOUT_COMPACT};
+    mxfa_quantize(c, &X, MXFA_PRESET_RCEIL, m);
+}
+
+static void check_gemm(void)
+{
+    static const int64_t shapes[][3] = {{1, 1, 1}, {37, 45, 100}, {64, 64, 256}, {5, 130, 64}, {33, 31, 33}};
+    int bad = 0, cases = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], kb = (K + 31) / 32;
+        for (int specials = 0; specials < 2; specials++) {
+            float *a = data(M * K, K, specials), *b = data(N * K, K, specials), *c = data(M * N, N, specials);
+            for (int fa = 0; fa < 2; fa++)
+                for (int fb = 0; fb < 2; fb++) {
+                    uint8_t *ad = malloc((size_t)(M * K)), *as = malloc((size_t)(M * kb));
+                    uint8_t *bd = malloc((size_t)(N * K)), *bs = malloc((size_t)(N * kb));
+                    mxfa_mx A, B;
+                    quantize_rows(ref, a, M, K, fa ? MXFA_E5M2 : MXFA_E4M3, ad, as, &A);
+                    quantize_rows(ref, b, N, K, fb ? MXFA_E5M2 : MXFA_E4M3, bd, bs, &B);
+                    if (specials) /* scales far apart, and a NaN scale */
+                        for (int64_t i = 0; i < M * kb; i++)
+                            as[i] = (uint8_t)(i % 17 == 3 ? 0xFF : (as[i] + i * 37) % 255);
+                    for (int model = 0; model < 4; model++)
+                        for (int withc = 0; withc < 2; withc++) {
+                            float *d[2] = {malloc((size_t)(M * N) * 4), malloc((size_t)(M * N) * 4)};
+                            for (int cfg = 0; cfg <= nconf; cfg++) {
+                                mxfa_tensor C = mxfa_tensor_2d(c, MXFA_F32, M, N), D = mxfa_tensor_2d(d[cfg > 0], MXFA_F32, M, N);
+                                if (mxfa_gemm(cfg ? use(cfg - 1) : ref, &A, &B, withc ? &C : NULL, (mxfa_model)model, &D) != MXFA_OK)
+                                    bad++;
+                                if (!cfg)
+                                    continue;
+                                cases++;
+                                if (!same(d[0], d[1], (size_t)(M * N) * 4)) {
+                                    if (bad < 5)
+                                        diag("gemm %lldx%lldx%lld model %d formats %d%d C %d specials %d differs on %s",
+                                             (long long)M, (long long)N, (long long)K, model, fa, fb, withc, specials,
+                                             conf_name[cfg - 1]);
+                                    bad++;
+                                }
+                            }
+                            free(d[0]), free(d[1]);
+                        }
+                    free(ad), free(as), free(bd), free(bs);
+                }
+            free(a), free(b), free(c);
+        }
+    }
+    ok(bad == 0, "gemm: %d cases (5 shapes x 4 models x 4 format pairs x C or not x plain/special data x %d configurations) equal ref",
+       cases, nconf);
+
+    /* raw instruction chains */
+    bad = 0;
+    for (int instr = 0; instr < 2; instr++) {
+        int64_t M = 19, N = 7, K = instr ? 48 : 64;
+        uint8_t *a = malloc((size_t)(M * K) * 2), *b = malloc((size_t)(N * K) * 2);
+        for (int64_t i = 0; i < M * K * 2; i++)
+            a[i] = (uint8_t)rng_next();
+        for (int64_t i = 0; i < N * K * 2; i++)
+            b[i] = (uint8_t)rng_next();
+        float *c = data(M * N, N, 0), *d[2] = {malloc((size_t)(M * N) * 4), malloc((size_t)(M * N) * 4)};
+        mxfa_dtype dt = instr ? MXFA_BF16 : MXFA_E4M3;
+        for (int x = 0; x <= nconf; x++) {
+            mxfa_tensor A = mxfa_tensor_2d(a, dt, M, K), B = mxfa_tensor_2d(b, dt, N, K);
+            mxfa_tensor C = mxfa_tensor_2d(c, MXFA_F32, M, N), D = mxfa_tensor_2d(d[x > 0], MXFA_F32, M, N);
+            bad += mxfa_mma_chain(x ? use(x - 1) : ref, (mxfa_instr)instr, &A, &B, &C, &D) != MXFA_OK;
+            if (x)
+                bad += !same(d[0], d[1], (size_t)(M * N) * 4);
+        }
+        free(a), free(b), free(c), free(d[0]), free(d[1]);
+    }
+    ok(bad == 0, "instruction chains (wgmma fp8 and bf16, random codes) equal ref");
+}
+
+/* ---- attention ---- */
+typedef struct attn_case {
+    int batch;
+    int32_t cq[4], ck[4];
+    int64_t hq, hkv, d;
+    int bm, bn;
+} attn_case;
+
+static float *randn3(int64_t n, int outlier, int64_t d)
+{
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)gauss() * (outlier && i % d == 5 ? 20.0f : 1.0f);
+    return x;
+}
+
+static int run_attn(const attn_case *ac, const mxfa_attn_params *p, int backward, int outlier)
+{
+    int64_t tq = ac->cq[ac->batch], tk = ac->ck[ac->batch], hq = ac->hq, hkv = ac->hkv, d = ac->d;
+    float *q = randn3(tq * hq * d, 0, d), *k = randn3(tk * hkv * d, outlier, d), *v = randn3(tk * hkv * d, 0, d);
+    float *dout = randn3(tq * hq * d, 0, d);
+    size_t nq = (size_t)(tq * hq * d) * 4, nk = (size_t)(tk * hkv * d) * 4;
+    float *o[2], *lse[2], *dq[2], *dk[2], *dv[2];
+    int good = 1;
+    for (int x = 0; x < 2; x++)
+        o[x] = malloc(nq), lse[x] = malloc((size_t)(tq * hq) * 4), dq[x] = malloc(nq), dk[x] = malloc(nk), dv[x] = malloc(nk);
+    for (int b = 0; b <= nconf; b++) {
+        int x = b > 0;
+        mxfa_ctx *c = b ? use(b - 1) : ref;
+        mxfa_tensor Q = t3(q, MXFA_F32, tq, hq, d), K = t3(k, MXFA_F32, tk, hkv, d), V = t3(v, MXFA_F32, tk, hkv, d);
+        mxfa_tensor O = t3(o[x], MXFA_F32, tq, hq, d), L = t2(lse[x], MXFA_F32, tq, hq);
+        good &= mxfa_attn_fwd(c, p, &Q, &K, &V, ac->cq, ac->ck, ac->batch, &O, &L) == MXFA_OK;
+        if (backward) {
+            /* both backends from the same forward outputs */
+            mxfa_tensor O0 = t3(o[0], MXFA_F32, tq, hq, d), L0 = t2(lse[0], MXFA_F32, tq, hq);
+            mxfa_tensor DO = t3(dout, MXFA_F32, tq, hq, d), DQ = t3(dq[x], MXFA_F32, tq, hq, d);
+            mxfa_tensor DK = t3(dk[x], MXFA_F32, tk, hkv, d), DV = t3(dv[x], MXFA_F32, tk, hkv, d);
+            good &= mxfa_attn_bwd(c, p, &Q, &K, &V, &O0, &DO, &L0, ac->cq, ac->ck, ac->batch, &DQ, &DK, &DV) == MXFA_OK;
+        }
+        if (!b)
+            continue;
+        int same_out = same(o[0], o[1], nq) && same(lse[0], lse[1], (size_t)(tq * hq) * 4);
+        if (backward)
+            same_out &= same(dq[0], dq[1], nq) && same(dk[0], dk[1], nk) && same(dv[0], dv[1], nk);
+        if (!same_out)
+            diag("differs on %s", conf_name[b - 1]);
+        good &= same_out;
+    }
+    for (int x = 0; x < 2; x++)
+        free(o[x]), free(lse[x]), free(dq[x]), free(dk[x]), free(dv[x]);
+    free(q), free(k), free(v), free(dout);
+    return good;
+}
+
+static void check_attn(int backward)
+{
+    static const attn_case cases[] = {
+        {1, {0, 100}, {0, 100}, 2, 2, 64, 64, 64},
+        {3, {0, 33, 33, 100}, {0, 50, 51, 140}, 4, 2, 128, 64, 96},
+        {1, {0, 64}, {0, 97}, 1, 1, 256, 32, 64},
+        {2, {0, 1, 70}, {0, 1, 69}, 3, 1, 64, 32, 32},
+    };
+    const char *what = backward ? "backward" : "forward";
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const attn_case *ac = &cases[ci];
+        int bad = 0, n = 0;
+        int setting = 0;
+        for (int model = 0; model < 4; model++)
+            for (int pm = 0; pm < 2; pm++)
+                for (int causal = 0; causal < 3; causal++) {
+                    /* every setting on the first case, a third of them (in turn) on the others */
+                    if (ci > 0 && setting++ % 3 != (int)ci % 3)
+                        continue;
+                    mxfa_attn_params p;
+                    mxfa_attn_params_default(&p);
+                    p.model = (mxfa_model)model;
+                    p.p_scale = (mxfa_p_scale)pm;
+                    p.causal = (mxfa_causal)causal;
+                    p.block_m = ac->bm;
+                    p.block_n = ac->bn;
+                    p.preset = (mxfa_preset)((model + causal) % 4);
+                    n++;
+                    if (!run_attn(ac, &p, backward, (model + pm) & 1)) {
+                        if (bad < 3)
+                            diag("%s case %zu model %d p %d causal %d differs", what, ci, model, pm, causal);
+                        bad++;
+                    }
+                }
+        ok(bad == 0, "attention %s, batch %d, heads %lld/%lld, D %lld, tiles %dx%d: %d settings x %d configurations equal ref",
+           what, ac->batch, (long long)ac->hq, (long long)ac->hkv, (long long)ac->d, ac->bm, ac->bn, n, nconf);
+    }
+}
+
+int main(void)
+{
+    rng_seed_from_env(606);
+    if (mxfa_open(&ref, "ref") != MXFA_OK) {
+        printf("Bail out! cannot open the ref backend: %s\n", mxfa_last_error(NULL));
+        return 1;
+    }
+    static const char *isas[] = {"scalar", "avx2", "avx512"};
+    for (int i = 0; i < 3; i++) {
+        setenv("MXFA_CPU_ISA", isas[i], 1);
+        mxfa_ctx *c;
+        if (mxfa_open(&c, "cpu") != MXFA_OK) {
+            ok(1, "# SKIP %s: %s", isas[i], mxfa_last_error(NULL));
+            continue;
+        }
+        ok(strcmp(mxfa_cpu_isa(c), isas[i]) == 0, "MXFA_CPU_ISA=%s selects %s", isas[i], mxfa_cpu_isa(c));
+        for (int t = 1; t <= 2; t++) {
+            cpus[nconf] = c;
+            conf_threads[nconf] = t;
+            conf_name[nconf] = t == 1 ? (i == 0 ? "scalar/1" : i == 1 ? "avx2/1" : "avx512/1") : (i == 0 ? "scalar/2" : i == 1 ? "avx2/2" : "avx512/2");
+            diag("configuration %d: %s, %d thread%s", nconf, isas[i], t, t == 1 ? "" : "s");
+            nconf++;
+        }
+    }
+    unsetenv("MXFA_CPU_ISA");
+    setenv("MXFA_CPU_ISA", "no-such-isa", 1);
+    mxfa_ctx *none;
+    ok(mxfa_open(&none, "cpu") == MXFA_ERR_NO_BACKEND && strstr(mxfa_last_error(NULL), "no-such-isa"),
+       "an unknown MXFA_CPU_ISA is an error that names it: %s", mxfa_last_error(NULL));
+    unsetenv("MXFA_CPU_ISA");
+    check_quantize();
+    check_gemm();
+    check_attn(0);
+    check_attn(1);
+    mxfa_close(ref);
+    for (int c = 0; c < nconf; c += 2)
+        mxfa_close(cpus[c]);
+    return done_testing();
+}
