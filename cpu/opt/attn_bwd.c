@@ -6,6 +6,7 @@
  * tiles, query tiles and query heads go in the reference's order, since dQ,
  * dK and dV accumulate across them. Work memory is tile-sized.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -66,8 +67,10 @@ static void bmat_fill(bmat *m, const uint8_t *codes, const uint8_t *scales, int6
             int f;
             if (widen) {
                 mma_operand o = mxfa_mma_operand_fp8(&mxfa_fp8_e4m3, code);
-                f = fx_put_bf16(&m->x, mr, mc, mxfa_mma_widen_bf16_code(&o, (int)sb - 127, sb == 0xFF));
-                m->sexp[bi] = 0;
+                /* relative to the block's scale, which becomes its sexp */
+                f = fx_put_bf16_shifted(&m->x, mr, mc, mxfa_mma_widen_bf16_code(&o, (int)sb - 127, sb == 0xFF),
+                                        (int)sb - 127);
+                m->sexp[bi] = (int)sb - 127;
             } else {
                 f = fx_put_fp8(&m->x, t, mr, mc, code) | (sb == 0xFF ? FX_NAN_SCALE : 0);
                 m->sexp[bi] = (int)sb - 127;
@@ -76,14 +79,25 @@ static void bmat_fill(bmat *m, const uint8_t *codes, const uint8_t *scales, int6
         }
 }
 
-/* fp32 values rounded to bf16 into m (sexp 0), transposed when asked. */
+/* fp32 values rounded to bf16 into m, transposed when asked; each block
+ * stored relative to its largest exponent, which becomes its sexp. */
 static void bmat_fill_bf16(bmat *m, const float *x, int64_t rows, int64_t cols, int transposed)
 {
+    for (int64_t i = 0; i < m->nblk; i++)
+        m->sexp[i] = INT_MIN;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++) {
-            int64_t mr = transposed ? c : r, mc = transposed ? r : c;
-            int f = fx_put_bf16(&m->x, mr, mc, mxfa_f32_bits_to_bf16(f32_bits(x[r * cols + c])));
-            m->flag[bidx(m, mr, mc)] |= (uint8_t)f;
+            int64_t mr = transposed ? c : r, mc = transposed ? r : c, bi = bidx(m, mr, mc);
+            int e = fx_bf16_raw(mxfa_f32_bits_to_bf16(f32_bits(x[r * cols + c])));
+            m->sexp[bi] = e > m->sexp[bi] ? e : m->sexp[bi];
+        }
+    for (int64_t i = 0; i < m->nblk; i++)
+        m->sexp[i] = m->sexp[i] == INT_MIN ? 0 : m->sexp[i];
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            int64_t mr = transposed ? c : r, mc = transposed ? r : c, bi = bidx(m, mr, mc);
+            int f = fx_put_bf16_shifted(&m->x, mr, mc, mxfa_f32_bits_to_bf16(f32_bits(x[r * cols + c])), m->sexp[bi]);
+            m->flag[bi] |= (uint8_t)f;
         }
 }
 

@@ -1,4 +1,5 @@
 /* Decoded operands and the exact block step (fx.h). */
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -78,6 +79,17 @@ const fx_table *fx_table_fp8(mxfa_dtype dtype, int normalized)
 
 int fx_put_bf16(fx_mat *m, int64_t r, int64_t c, uint16_t h)
 {
+    return fx_put_bf16_shifted(m, r, c, h, 0);
+}
+
+int fx_bf16_raw(uint16_t h)
+{
+    mma_operand o = mxfa_mma_operand_bf16(h);
+    return o.cls == MMA_FINITE ? o.raw : INT_MIN;
+}
+
+int fx_put_bf16_shifted(fx_mat *m, int64_t r, int64_t c, uint16_t h, int shift)
+{
     int64_t i = r * m->ld + c;
     mma_operand o = mxfa_mma_operand_bf16(h);
     m->code[i] = h;
@@ -87,8 +99,8 @@ int fx_put_bf16(fx_mat *m, int64_t r, int64_t c, uint16_t h)
         return FX_SPECIAL;
     if (o.cls == MMA_ZERO)
         return 0;
-    m->v[i] = ldexp(o.sign ? -(double)o.sig : (double)o.sig, o.raw - o.frac_bits);
-    int e = fields(o.raw, o.sig, o.frac_bits);
+    m->v[i] = ldexp(o.sign ? -(double)o.sig : (double)o.sig, o.raw - shift - o.frac_bits);
+    int e = fields(o.raw - shift, o.sig, o.frac_bits);
     if (e < 0)
         return FX_SPECIAL;
     m->e[i] = (uint16_t)e;

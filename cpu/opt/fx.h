@@ -50,6 +50,11 @@ static inline int fx_put_fp8(fx_mat *m, const fx_table *t, int64_t r, int64_t c,
     return t->special[code] ? FX_SPECIAL : 0;
 }
 int fx_put_bf16(fx_mat *m, int64_t r, int64_t c, uint16_t h);
+/* A bf16 value stored as h * 2^-shift, to be used with the scale exponent
+ * `shift`: that keeps the fields of small values (gradients) in range. */
+int fx_put_bf16_shifted(fx_mat *m, int64_t r, int64_t c, uint16_t h, int shift);
+/* The raw exponent of a finite non-zero bf16 value, else INT_MIN. */
+int fx_bf16_raw(uint16_t h);
 
 /* How one block of products meets the accumulator under a model. */
 typedef struct fx_step {
