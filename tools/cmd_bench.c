@@ -300,7 +300,7 @@ int cmd_bench(int argc, char **argv)
     threads = omp_get_max_threads();
 #endif
     progress_tty = isatty(2);
-    const int64_t H = heads, S = seqlen, maxd = dims[0] > dims[ndims - 1] ? dims[0] : dims[ndims - 1];
+    const int64_t H = heads, S = seqlen;
     step_total = 1 + (gemm_n > 0 ? nmodels : 0) + nmodels * ndims * (causal ? 2 : 1) * (backward ? 2 : 1);
     size_t n = (size_t)(H * S * 256);
     float *q = randn(n), *k = randn(n), *v = randn(n), *dout = randn(n), *o = malloc(n * 4), *lse = malloc((size_t)(H * S) * 4);
@@ -312,7 +312,6 @@ int cmd_bench(int argc, char **argv)
         mxfa_close(ctx);
         return cli_error(cmd, "out of memory for the benchmark's tensors");
     }
-    (void)maxd;
     char what[96];
     double peak, t;
     int failed = 0;

@@ -101,25 +101,6 @@ static void bmat_fill_bf16(bmat *m, const float *x, int64_t rows, int64_t cols, 
         }
 }
 
-static int quantize_into(const cpu_kernels *kern, const mxfa_view *src, mxfa_block block, mxfa_preset preset,
-                         uint8_t **codes, uint8_t **scales)
-{
-    int64_t sr, sc;
-    mxfa_scales_shape(block, src->rows, src->cols, &sr, &sc);
-    *codes = malloc((size_t)(src->rows * src->cols));
-    *scales = malloc((size_t)(sr * sc));
-    if (!*codes || !*scales)
-        return 0;
-    mxfa_view dv = {*codes, MXFA_E4M3, src->rows, src->cols, src->cols, 1}, sv = {*scales, MXFA_E8M0, sr, sc, sc, 1};
-    if (block == MXFA_BLOCK_ROW) {
-        kern->quantize_rows(src, preset, &dv, &sv);
-    } else {
-        mxfa_segment seg = {0, src->rows, 0};
-        kern->quantize_blocks(src, &seg, preset, block, &dv, &sv);
-    }
-    return 1;
-}
-
 /* One product block through fx_block with A = a (rows ar0.., k from ak0)
  * and B = b (k from bk0, columns bc0..). */
 typedef struct scratch {
@@ -168,7 +149,8 @@ static int64_t key_limit(const bwd_kv *job, int64_t i)
     return job->p->causal == MXFA_CAUSAL_NONE ? job->lk - 1 : i + job->lk - job->lq;
 }
 
-static void tile(bwd_kv *job, int64_t r0, int64_t nr, int64_t c0)
+/* One query tile against one key tile; 0 when out of memory. */
+static int tile(bwd_kv *job, int64_t r0, int64_t nr, int64_t c0)
 {
     const cpu_kernels *kern = job->kern;
     const mxfa_attn_params *p = job->p;
@@ -209,10 +191,15 @@ static void tile(bwd_kv *job, int64_t r0, int64_t nr, int64_t c0)
         int64_t sc = bn / 32;
         if (p->p_scale == MXFA_P_DYNAMIC) {
             mxfa_view pv = {job->pf, MXFA_F32, nrp, bn, bn, 1};
-            quantize_into(kern, &pv, MXFA_BLOCK_SQUARE, MXFA_PRESET_RCEIL, &codes, &scales);
+            if (!mxfa_cpu_quantize_codes(kern, &pv, MXFA_BLOCK_SQUARE, MXFA_PRESET_RCEIL, &codes, &scales))
+                return 0;
         } else {
             codes = malloc((size_t)(nrp * bn));
             scales = malloc((size_t)((nrp / 32) * sc));
+            if (!codes || !scales) {
+                free(codes), free(scales);
+                return 0;
+            }
             mxfa_block_rule rule = {0x77, 0, FP8_ROUND_NEAREST_EVEN};
             kern->encode(&mxfa_fp8_e4m3, &rule, (const uint32_t *)job->pf, (int)(nrp * bn), codes);
             memset(scales, 0x77, (size_t)((nrp / 32) * sc));
@@ -262,7 +249,8 @@ static void tile(bwd_kv *job, int64_t r0, int64_t nr, int64_t c0)
     {
         uint8_t *codes = NULL, *scales = NULL;
         mxfa_view dv = {job->ds, MXFA_F32, nrp, bn, bn, 1};
-        quantize_into(kern, &dv, MXFA_BLOCK_SQUARE, p->preset, &codes, &scales);
+        if (!mxfa_cpu_quantize_codes(kern, &dv, MXFA_BLOCK_SQUARE, p->preset, &codes, &scales))
+            return 0;
         memset(job->dsq.flag, 0, (size_t)job->dsq.nblk);
         memset(job->dsqt.flag, 0, (size_t)job->dsqt.nblk);
         bmat_fill(&job->dsq, codes, scales, nrp, bn, 32, 32, 0, 0, job->st.widen);
@@ -296,6 +284,7 @@ static void tile(bwd_kv *job, int64_t r0, int64_t nr, int64_t c0)
         else
             product(kern, &job->st, &job->dsq, 0, b0, &job->k, c0 + b0, 0, n, (int)nr, (int)d, acc, d, &job->w);
     }
+    return 1;
 }
 
 static void job_free(bwd_kv *j)
@@ -348,18 +337,6 @@ static float *load_slice(const mxfa_view_nd *v, int64_t t0, int64_t h, int64_t r
     return x;
 }
 
-static void store_f(const mxfa_view_nd *v, int64_t i0, int64_t i1, int64_t i2, float x)
-{
-    int64_t idx[3] = {i0, i1, i2};
-    void *ptr = view_nd_at(v, idx);
-    if (v->dtype == MXFA_BF16) {
-        uint16_t h = mxfa_f32_bits_to_bf16(f32_bits(x));
-        memcpy(ptr, &h, 2);
-    } else {
-        memcpy(ptr, &x, 4);
-    }
-}
-
 /* One (sequence, key/value head): its query heads in increasing order. */
 static int run_kv(bwd_kv *job, const mxfa_view_nd *q, const mxfa_view_nd *k, const mxfa_view_nd *v,
                   const mxfa_view_nd *o, const mxfa_view_nd *dout, const mxfa_view_nd *lse, int64_t tq0, int64_t tk0,
@@ -376,8 +353,8 @@ static int run_kv(bwd_kv *job, const mxfa_view_nd *q, const mxfa_view_nd *k, con
         mxfa_view kv = mxfa_view_slice(k, 0, 2, tk0 * k->stride[0] + g * k->stride[1], lk, d);
         mxfa_view vv = mxfa_view_slice(v, 0, 2, tk0 * v->stride[0] + g * v->stride[1], lk, d);
         float *kf = load_slice(k, tk0, g, lk, d);
-        ok = ok && kf && quantize_into(kern, &kv, MXFA_BLOCK_SQUARE, p->preset, &kc, &ks) &&
-             quantize_into(kern, &vv, MXFA_BLOCK_ROW, p->preset, &vc, &vs);
+        ok = ok && kf && mxfa_cpu_quantize_codes(kern, &kv, MXFA_BLOCK_SQUARE, p->preset, &kc, &ks) &&
+             mxfa_cpu_quantize_codes(kern, &vv, MXFA_BLOCK_ROW, p->preset, &vc, &vs);
         if (ok) {
             bmat_fill(&job->kt, kc, ks, lk, d, 32, 32, 1, 0, job->st.widen);
             bmat_fill(&job->k, kc, ks, lk, d, 32, 32, 0, 0, job->st.widen);
@@ -391,8 +368,8 @@ static int run_kv(bwd_kv *job, const mxfa_view_nd *q, const mxfa_view_nd *k, con
         uint8_t *qc = NULL, *qs = NULL, *oc = NULL, *os = NULL;
         mxfa_view qv = mxfa_view_slice(q, 0, 2, tq0 * q->stride[0] + h * q->stride[1], lq, d);
         mxfa_view ov = mxfa_view_slice(dout, 0, 2, tq0 * dout->stride[0] + h * dout->stride[1], lq, d);
-        ok = quantize_into(kern, &qv, MXFA_BLOCK_SQUARE, p->preset, &qc, &qs) &&
-             quantize_into(kern, &ov, MXFA_BLOCK_SQUARE, p->preset, &oc, &os);
+        ok = mxfa_cpu_quantize_codes(kern, &qv, MXFA_BLOCK_SQUARE, p->preset, &qc, &qs) &&
+             mxfa_cpu_quantize_codes(kern, &ov, MXFA_BLOCK_SQUARE, p->preset, &oc, &os);
         if (ok) {
             bmat *hm[] = {&job->q, &job->qw, &job->dout, &job->doutw};
             for (int i = 0; i < 4; i++)
@@ -418,16 +395,18 @@ static int run_kv(bwd_kv *job, const mxfa_view_nd *q, const mxfa_view_nd *k, con
         memset(job->dk, 0, (size_t)(lk * d) * 4);
         memset(job->dv, 0, (size_t)(lk * d) * 4);
         int64_t lim_last_row = key_limit(job, lq - 1);
-        for (int64_t c0 = 0; c0 < lk && c0 <= lim_last_row; c0 += bn)
-            for (int64_t r0 = 0; r0 < lq; r0 += bm) {
+        for (int64_t c0 = 0; ok && c0 < lk && c0 <= lim_last_row; c0 += bn)
+            for (int64_t r0 = 0; ok && r0 < lq; r0 += bm) {
                 int64_t nr = r0 + bm < lq ? bm : lq - r0;
                 if (key_limit(job, r0 + nr - 1) < c0)
                     continue;
-                tile(job, r0, nr, c0);
+                ok = tile(job, r0, nr, c0);
             }
+        if (!ok)
+            break;
         for (int64_t i = 0; i < lq; i++)
             for (int64_t e = 0; e < d; e++)
-                store_f(dq, tq0 + i, h, e, f32_from_bits(job->dq[i * d + e]) * p->softmax_scale);
+                ref_store_f32_3d(dq, tq0 + i, h, e, f32_from_bits(job->dq[i * d + e]) * p->softmax_scale);
         for (int64_t x = 0; x < lk * d; x++) {
             float sk = f32_from_bits(job->dk[x]) * p->softmax_scale, sv = f32_from_bits(job->dv[x]);
             gk[x] = h == g * group ? sk : gk[x] + sk;
@@ -438,11 +417,11 @@ static int run_kv(bwd_kv *job, const mxfa_view_nd *q, const mxfa_view_nd *k, con
         for (int64_t h = g * group; h < (g + 1) * group; h++)
             for (int64_t i = 0; i < lq; i++)
                 for (int64_t e = 0; e < d; e++)
-                    store_f(dq, tq0 + i, h, e, 0.0f);
+                    ref_store_f32_3d(dq, tq0 + i, h, e, 0.0f);
     for (int64_t j = 0; ok && j < lk; j++)
         for (int64_t e = 0; e < d; e++) {
-            store_f(dk, tk0 + j, g, e, gk[j * d + e]);
-            store_f(dv, tk0 + j, g, e, gv[j * d + e]);
+            ref_store_f32_3d(dk, tk0 + j, g, e, gk[j * d + e]);
+            ref_store_f32_3d(dv, tk0 + j, g, e, gv[j * d + e]);
         }
     free(gk), free(gv);
     return ok;

@@ -15,40 +15,6 @@
 #define LOG2E_BITS 0x3FB8AA3Bu
 #define LN2_BITS 0x3F317218u
 
-/* A [rows, cols] slice quantized by the cpu kernels into codes and scales. */
-typedef struct mx_codes {
-    uint8_t *data, *scales;
-    int64_t sr, sc;
-} mx_codes;
-
-static int quantize_slice(const cpu_kernels *kern, const mxfa_view *src, mxfa_block block, mxfa_preset preset,
-                          mx_codes *q)
-{
-    int64_t rows = src->rows, cols = src->cols;
-    mxfa_scales_shape(block, rows, cols, &q->sr, &q->sc);
-    q->data = malloc((size_t)(rows * cols));
-    q->scales = malloc((size_t)(q->sr * q->sc));
-    if (!q->data || !q->scales) {
-        free(q->data), free(q->scales);
-        q->data = q->scales = NULL;
-        return 0;
-    }
-    mxfa_view dv = {q->data, MXFA_E4M3, rows, cols, cols, 1}, sv = {q->scales, MXFA_E8M0, q->sr, q->sc, q->sc, 1};
-    if (block == MXFA_BLOCK_ROW) {
-        kern->quantize_rows(src, preset, &dv, &sv);
-    } else {
-        mxfa_segment seg = {0, rows, 0};
-        kern->quantize_blocks(src, &seg, preset, block, &dv, &sv);
-    }
-    return 1;
-}
-
-static void codes_free(mx_codes *q)
-{
-    free(q->data), free(q->scales);
-    q->data = q->scales = NULL;
-}
-
 /* Everything of one (sequence, kv head) that its query heads share. */
 typedef struct kv_side {
     fx_mat kt;          /* K^T [D, Lk]: the B side of S = Q K^T */
@@ -69,13 +35,12 @@ static void kv_free(kv_side *s)
     memset(s, 0, sizeof *s);
 }
 
-static int kv_build(const cpu_kernels *kern, const mxfa_attn_params *p, const mma_model_def *model,
-                    const fx_step *st, const mxfa_view *ks, const mxfa_view *vs, kv_side *s)
+static int kv_build(const cpu_kernels *kern, const mxfa_attn_params *p, const fx_step *st, const mxfa_view *ks,
+                    const mxfa_view *vs, kv_side *s)
 {
     const int64_t lk = ks->rows, d = ks->cols, nkb = ceil_div(lk, 32), ndb = d / 32;
     const fx_table *t = fx_table_fp8(MXFA_E4M3, st->widen);
-    mx_codes kq = {0}, vq = {0};
-    (void)model;
+    uint8_t *kc = NULL, *kscale = NULL, *vc = NULL, *vscale = NULL;
     s->lk = lk;
     s->d = d;
     if (!fx_alloc(&s->kt, d, lk, MXFA_E4M3) || !fx_alloc(&s->v, nkb * 32, d, MXFA_E4M3))
@@ -85,31 +50,23 @@ static int kv_build(const cpu_kernels *kern, const mxfa_attn_params *p, const mm
     s->fk = calloc((size_t)(ndb * s->ldk), 1);
     s->sv = calloc((size_t)(nkb * d), sizeof *s->sv);
     s->fv = calloc((size_t)(nkb * d), 1);
-    if (!s->sk || !s->fk || !s->sv || !s->fv || !quantize_slice(kern, ks, MXFA_BLOCK_ROW, p->preset, &kq) ||
-        !quantize_slice(kern, vs, MXFA_BLOCK_COL, p->preset, &vq)) {
-        codes_free(&kq);
+    if (!s->sk || !s->fk || !s->sv || !s->fv || !mxfa_cpu_quantize_codes(kern, ks, MXFA_BLOCK_ROW, p->preset, &kc, &kscale) ||
+        !mxfa_cpu_quantize_codes(kern, vs, MXFA_BLOCK_COL, p->preset, &vc, &vscale)) {
+        free(kc), free(kscale);
         return 0;
     }
-    for (int64_t j = 0; j < lk; j++)
-        for (int64_t db = 0; db < ndb; db++) {
-            uint8_t sb = kq.scales[j * ndb + db];
-            int f = sb == 0xFF ? FX_NAN_SCALE : 0;
-            for (int64_t e = db * 32; e < db * 32 + 32; e++)
-                f |= fx_put_fp8(&s->kt, t, e, j, kq.data[j * d + e]);
-            s->sk[db * s->ldk + j] = (int)sb - 127;
-            s->fk[db * s->ldk + j] = (uint8_t)f;
-        }
+    mxfa_view kcv = {kc, MXFA_E4M3, lk, d, d, 1}, ksv = {kscale, MXFA_E8M0, lk, ndb, ndb, 1};
+    fx_decode_rows(&kcv, &ksv, t, 1, &s->kt, s->sk, s->fk, s->ldk);
     for (int64_t kb = 0; kb < nkb; kb++)
         for (int64_t e = 0; e < d; e++) {
-            uint8_t sb = vq.scales[kb * d + e];
+            uint8_t sb = vscale[kb * d + e];
             int f = sb == 0xFF ? FX_NAN_SCALE : 0;
             for (int64_t j = kb * 32; j < lk && j < kb * 32 + 32; j++)
-                f |= fx_put_fp8(&s->v, t, j, e, vq.data[j * d + e]);
+                f |= fx_put_fp8(&s->v, t, j, e, vc[j * d + e]);
             s->sv[kb * d + e] = (int)sb - 127;
             s->fv[kb * d + e] = (uint8_t)f;
         }
-    codes_free(&kq);
-    codes_free(&vq);
+    free(kc), free(kscale), free(vc), free(vscale);
     if (p->causal == MXFA_CAUSAL) {
         if (!fx_alloc(&s->vbf, nkb * 32, d, MXFA_BF16) || !(s->fvbf = calloc((size_t)(nkb * d), 1)))
             return 0;
@@ -188,22 +145,15 @@ static int run_tile(const fwd_job *job, const kv_side *kv, const mxfa_view *qs, 
     const int64_t d = job->d, lk = job->lk, bn = p->block_n, nd = d / 32;
     const fx_table *t = fx_table_fp8(MXFA_E4M3, job->st.widen);
     /* Q rows, row blocks along D */
-    mx_codes qq = {0};
+    uint8_t *qc, *qscale;
     mxfa_view qt = *qs;
     qt.base = view_at(qs, r0, 0);
     qt.rows = nr;
-    if (!quantize_slice(kern, &qt, MXFA_BLOCK_ROW, p->preset, &qq))
+    if (!mxfa_cpu_quantize_codes(kern, &qt, MXFA_BLOCK_ROW, p->preset, &qc, &qscale))
         return 0;
-    for (int64_t i = 0; i < nr; i++)
-        for (int64_t db = 0; db < nd; db++) {
-            uint8_t sb = qq.scales[i * nd + db];
-            int f = sb == 0xFF ? FX_NAN_SCALE : 0;
-            for (int64_t e = db * 32; e < db * 32 + 32; e++)
-                f |= fx_put_fp8(&w->q, t, i, e, qq.data[i * d + e]);
-            w->sq[db * p->block_m + i] = (int)sb - 127;
-            w->fq[db * p->block_m + i] = (uint8_t)f;
-        }
-    codes_free(&qq);
+    mxfa_view qcv = {qc, MXFA_E4M3, nr, d, d, 1}, qsv = {qscale, MXFA_E8M0, nr, nd, nd, 1};
+    fx_decode_rows(&qcv, &qsv, t, 0, &w->q, w->sq, w->fq, p->block_m);
+    free(qc), free(qscale);
     for (int64_t i = 0; i < nr; i++) {
         w->m[i] = -INFINITY;
         w->l[i] = 0.0f;
@@ -295,14 +245,7 @@ static int run_tile(const fwd_job *job, const kv_side *kv, const mxfa_view *qs, 
             lse_v = (w->m[r] + mxfa_log2(l)) * f32_from_bits(LN2_BITS);
         for (int64_t e = 0; e < d; e++) {
             float v = seen ? f32_of(w->o[r * d + e]) / l : 0.0f;
-            int64_t idx[3] = {q0 + r0 + r, h, e};
-            void *dst = view_nd_at(o, idx);
-            if (o->dtype == MXFA_BF16) {
-                uint16_t b = mxfa_f32_bits_to_bf16(f32_bits(v));
-                memcpy(dst, &b, 2);
-            } else {
-                memcpy(dst, &v, 4);
-            }
+            ref_store_f32_3d(o, q0 + r0 + r, h, e, v);
         }
         if (lse) {
             int64_t idx[2] = {q0 + r0 + r, h};
@@ -336,7 +279,7 @@ mxfa_status mxfa_cpu_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mx
             if (job.lk > 0) {
                 mxfa_view ks = mxfa_view_slice(k, 0, 2, cu_k[b] * k->stride[0] + g * k->stride[1], job.lk, d);
                 mxfa_view vs = mxfa_view_slice(v, 0, 2, cu_k[b] * v->stride[0] + g * v->stride[1], job.lk, d);
-                if (!kv_build(job.kern, p, &mxfa_mma_models[p->model], &job.st, &ks, &vs, &kv)) {
+                if (!kv_build(job.kern, p, &job.st, &ks, &vs, &kv)) {
                     kv_free(&kv);
                     return mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "attention: out of memory");
                 }

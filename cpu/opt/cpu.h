@@ -18,6 +18,10 @@ static inline const cpu_kernels *cpu_kern(const mxfa_ctx *ctx)
  * NULL with a reason when this CPU cannot run them. */
 const cpu_kernels *mxfa_cpu_pick(const char *isa, char *why, size_t why_len);
 
+/* src quantized by the kernels to E4M3 codes [rows, cols] and compact
+ * scales, both newly allocated; 0 when out of memory (nothing allocated). */
+int mxfa_cpu_quantize_codes(const cpu_kernels *kern, const mxfa_view *src, mxfa_block block, mxfa_preset preset,
+                            uint8_t **codes, uint8_t **scales);
 mxfa_status mxfa_cpu_quantize(mxfa_ctx *ctx, const mxfa_view *x, const mxfa_segment *segs, int nsegs,
                               mxfa_preset preset, mxfa_block block, const mxfa_view *data, const mxfa_view *scales);
 mxfa_status mxfa_cpu_dequantize(mxfa_ctx *ctx, const mxfa_view *data, const mxfa_view *scales, mxfa_block block,

@@ -56,6 +56,15 @@ int fx_put_bf16_shifted(fx_mat *m, int64_t r, int64_t c, uint16_t h, int shift);
 /* The raw exponent of a finite non-zero bf16 value, else INT_MIN. */
 int fx_bf16_raw(uint16_t h);
 
+/*
+ * A matrix x [rows, K] of fp8 codes with its compact row-block scales s,
+ * decoded into m as the A side (m[r][k]) or, transposed, the B side
+ * (m[k][r]); the scale exponent and flags of row r in block kb land at
+ * [kb * ld_s + r].
+ */
+void fx_decode_rows(const mxfa_view *x, const mxfa_view *s, const fx_table *t, int transposed, fx_mat *m, int *sexp,
+                    uint8_t *flag, int64_t ld_s);
+
 /* How one block of products meets the accumulator under a model. */
 typedef struct fx_step {
     const mma_model_def *model;

@@ -11,27 +11,6 @@
 #define TILE_M 64
 #define TILE_N 128
 
-/* A matrix [rows, K] of fp8 codes with its compact scales, decoded as the
- * A side (rows) or, transposed, as the B side ([K, rows]). Scales and
- * flags land at [kb * ld_s + row]. */
-static void decode_side(const mxfa_view *x, const mxfa_view *s, const fx_table *t, int transposed, fx_mat *m,
-                        int *sexp, uint8_t *flag, int64_t ld_s)
-{
-    int64_t rows = x->rows, K = x->cols, nkb = ceil_div(K, 32);
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t kb = 0; kb < nkb; kb++) {
-            uint8_t sb = *(const uint8_t *)view_at(s, r, kb);
-            int f = sb == 0xFF ? FX_NAN_SCALE : 0;
-            for (int64_t k = kb * 32; k < K && k < kb * 32 + 32; k++) {
-                uint8_t code = *(const uint8_t *)view_at(x, r, k);
-                f |= transposed ? fx_put_fp8(m, t, k, r, code) : fx_put_fp8(m, t, r, k, code);
-            }
-            sexp[kb * ld_s + r] = (int)sb - 127;
-            flag[kb * ld_s + r] = (uint8_t)f;
-        }
-}
-
 mxfa_status mxfa_cpu_gemm(mxfa_ctx *ctx, mxfa_model model, const mxfa_view *a, const mxfa_view *sa,
                           const mxfa_view *b, const mxfa_view *sb, const mxfa_view *c, const mxfa_view *d)
 {
@@ -46,8 +25,8 @@ mxfa_status mxfa_cpu_gemm(mxfa_ctx *ctx, mxfa_model model, const mxfa_view *a, c
         status = mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "mxfa_gemm: out of memory");
         goto done;
     }
-    decode_side(a, sa, fx_table_fp8(a->dtype, st.widen), 0, &A, sexp_a, flag_a, Mp);
-    decode_side(b, sb, fx_table_fp8(b->dtype, st.widen), 1, &B, sexp_b, flag_b, Np);
+    fx_decode_rows(a, sa, fx_table_fp8(a->dtype, st.widen), 0, &A, sexp_a, flag_a, Mp);
+    fx_decode_rows(b, sb, fx_table_fp8(b->dtype, st.widen), 1, &B, sexp_b, flag_b, Np);
     const cpu_kernels *kern = cpu_kern(ctx);
     const int64_t tm = ceil_div(M, TILE_M), tn = ceil_div(N, TILE_N);
     int failed = 0;

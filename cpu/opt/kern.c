@@ -363,14 +363,15 @@ static void encode(const fp8_format *fmt, const mxfa_block_rule *rule, const uin
         memset(out, fmt->nan_code, (size_t)n);
 }
 
-static void load_bits(const mxfa_view *x, int64_t r, int64_t c0, int64_t n, int along_rows, uint32_t *v)
+/* n fp32 bits of row r of x from column c0 (bf16 widened exactly) */
+static void load_bits(const mxfa_view *x, int64_t r, int64_t c0, int64_t n, uint32_t *v)
 {
-    if (x->dtype == MXFA_F32 && !along_rows && x->cs == 1) {
+    if (x->dtype == MXFA_F32 && x->cs == 1) {
         memcpy(v, view_at(x, r, c0), (size_t)n * 4);
         return;
     }
     for (int64_t i = 0; i < n; i++)
-        v[i] = along_rows ? ref_load_f32(x, r + i, c0) : ref_load_f32(x, r, c0 + i);
+        v[i] = ref_load_f32(x, r, c0 + i);
 }
 
 static void quantize_rows(const mxfa_view *x, mxfa_preset preset, const mxfa_view *data, const mxfa_view *scales)
@@ -381,7 +382,7 @@ static void quantize_rows(const mxfa_view *x, mxfa_preset preset, const mxfa_vie
     for (int64_t r = 0; r < x->rows; r++)
         for (int64_t c0 = 0; c0 < x->cols; c0 += 32) {
             int n = (int)(x->cols - c0 < 32 ? x->cols - c0 : 32);
-            load_bits(x, r, c0, n, 0, v);
+            load_bits(x, r, c0, n, v);
             int has_nan, has_inf;
             uint32_t amax = amax_of(v, n, &has_nan, &has_inf);
             mxfa_block_rule rule = mxfa_ref_rule_from_amax(fmt, preset, amax, has_nan, has_inf);
@@ -408,7 +409,7 @@ static void quantize_blocks(const mxfa_view *x, const mxfa_segment *seg, mxfa_pr
             int64_t nc = x->cols - c0 < bw ? x->cols - c0 : bw;
             int n = 0;
             for (int64_t r = r0; r < r0 + nr; r++, n += (int)nc)
-                load_bits(x, r, c0, nc, 0, &v[n]);
+                load_bits(x, r, c0, nc, &v[n]);
             int has_nan, has_inf;
             uint32_t amax = amax_of(v, n, &has_nan, &has_inf);
             mxfa_block_rule rule = mxfa_ref_rule_from_amax(fmt, preset, amax, has_nan, has_inf);

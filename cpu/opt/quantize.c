@@ -3,6 +3,8 @@
  * independent pieces (rows for row blocks; 32-row groups of each sequence
  * for col and square blocks), the pieces run in parallel.
  */
+#include <stdlib.h>
+
 #include "cpu.h"
 
 #define ROWS_PER_TASK 64 /* a multiple of 32 */
@@ -45,6 +47,28 @@ mxfa_status mxfa_cpu_quantize(mxfa_ctx *ctx, const mxfa_view *x, const mxfa_segm
         kern->quantize_blocks(x, &piece, preset, block, data, scales);
     }
     return MXFA_OK;
+}
+
+int mxfa_cpu_quantize_codes(const cpu_kernels *kern, const mxfa_view *src, mxfa_block block, mxfa_preset preset,
+                            uint8_t **codes, uint8_t **scales)
+{
+    int64_t sr, sc;
+    mxfa_scales_shape(block, src->rows, src->cols, &sr, &sc);
+    *codes = malloc((size_t)(src->rows * src->cols));
+    *scales = malloc((size_t)(sr * sc));
+    if (!*codes || !*scales) {
+        free(*codes), free(*scales);
+        *codes = *scales = NULL;
+        return 0;
+    }
+    mxfa_view dv = {*codes, MXFA_E4M3, src->rows, src->cols, src->cols, 1}, sv = {*scales, MXFA_E8M0, sr, sc, sc, 1};
+    if (block == MXFA_BLOCK_ROW) {
+        kern->quantize_rows(src, preset, &dv, &sv);
+    } else {
+        mxfa_segment seg = {0, src->rows, 0};
+        kern->quantize_blocks(src, &seg, preset, block, &dv, &sv);
+    }
+    return 1;
 }
 
 mxfa_status mxfa_cpu_dequantize(mxfa_ctx *ctx, const mxfa_view *data, const mxfa_view *scales, mxfa_block block,

@@ -19,18 +19,6 @@ static mma_operand f32_as_bf16(float x)
     return mxfa_mma_operand_bf16(mxfa_f32_bits_to_bf16(f32_bits(x)));
 }
 
-static void store_f(const mxfa_view_nd *v, int64_t i0, int64_t i1, int64_t i2, float x)
-{
-    int64_t idx[3] = {i0, i1, i2};
-    void *p = view_nd_at(v, idx);
-    if (v->dtype == MXFA_BF16) {
-        uint16_t h = mxfa_f32_bits_to_bf16(f32_bits(x));
-        memcpy(p, &h, 2);
-    } else {
-        memcpy(p, &x, 4);
-    }
-}
-
 /*
  * acc + sum over k in [k0, k0 + n) of a[k] * b[k], where a and b are rows of
  * MX operands with their own scales per 32 along k, block by block; or, when
@@ -327,7 +315,7 @@ mxfa_status mxfa_ref_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mx
                     }
                 for (int64_t i = 0; st == MXFA_OK && i < lq; i++)
                     for (int64_t e = 0; e < d; e++)
-                        store_f(dq, cu_q[b] + i, h, e, job.dq[i * d + e] * p->softmax_scale);
+                        ref_store_f32_3d(dq, cu_q[b] + i, h, e, job.dq[i * d + e] * p->softmax_scale);
                 for (int64_t x = 0; st == MXFA_OK && x < lk * d; x++) {
                     float sk = job.dk[x] * p->softmax_scale;
                     gk[x] = h == g * group ? sk : gk[x] + sk;
@@ -342,11 +330,11 @@ mxfa_status mxfa_ref_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mx
                 for (int64_t h = g * group; h < (g + 1) * group; h++)
                     for (int64_t i = 0; i < lq; i++)
                         for (int64_t e = 0; e < d; e++)
-                            store_f(dq, cu_q[b] + i, h, e, 0.0f);
+                            ref_store_f32_3d(dq, cu_q[b] + i, h, e, 0.0f);
             for (int64_t j = 0; st == MXFA_OK && j < lk; j++)
                 for (int64_t e = 0; e < d; e++) {
-                    store_f(dk, cu_k[b] + j, g, e, gk[j * d + e]);
-                    store_f(dv, cu_k[b] + j, g, e, gv[j * d + e]);
+                    ref_store_f32_3d(dk, cu_k[b] + j, g, e, gk[j * d + e]);
+                    ref_store_f32_3d(dv, cu_k[b] + j, g, e, gv[j * d + e]);
                 }
             mx_decoded_free(&job.k);
             mx_decoded_free(&job.v);

@@ -168,14 +168,7 @@ static mxfa_status run_head(mxfa_ctx *ctx, head_job *job, const mxfa_view_nd *qv
             lse_v = (st[i].m + mxfa_log2(l)) * f32_from_bits(LN2_BITS);
         for (int64_t e = 0; e < d; e++) {
             float v = l != 0.0f || isnan(l) ? st[i].o[e] / l : 0.0f;
-            int64_t idx[3] = {q0 + i, h, e};
-            void *dst = view_nd_at(o, idx);
-            if (o->dtype == MXFA_BF16) {
-                uint16_t b = mxfa_f32_bits_to_bf16(f32_bits(v));
-                memcpy(dst, &b, 2);
-            } else {
-                memcpy(dst, &v, 4);
-            }
+            ref_store_f32_3d(o, q0 + i, h, e, v);
         }
         if (lse) {
             int64_t idx[2] = {q0 + i, h};

@@ -49,6 +49,20 @@ static inline float ref_load_f32_3d(const mxfa_view_nd *v, int64_t i0, int64_t i
     return f32_from_bits(b);
 }
 
+/* Store x at element (i0, i1, i2) of a 3-D f32 or bf16 view (bf16 rounded
+ * to nearest even). */
+static inline void ref_store_f32_3d(const mxfa_view_nd *v, int64_t i0, int64_t i1, int64_t i2, float x)
+{
+    int64_t idx[3] = {i0, i1, i2};
+    void *p = view_nd_at(v, idx);
+    if (v->dtype == MXFA_BF16) {
+        uint16_t h = mxfa_f32_bits_to_bf16(f32_bits(x));
+        memcpy(p, &h, 2);
+    } else {
+        memcpy(p, &x, 4);
+    }
+}
+
 mxfa_status mxfa_ref_quantize(mxfa_ctx *ctx, const mxfa_view *x, const mxfa_segment *segs, int nsegs,
                               mxfa_preset preset, mxfa_block block, const mxfa_view *data,
                               const mxfa_view *scales);
