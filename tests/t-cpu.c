@@ -154,6 +154,73 @@ static void check_quantize(void)
     free(x_data);
 }
 
+/*
+ * The scale rules over every binade of the amax: one block per (fp32
+ * exponent field, significand), the significands at and beside the places
+ * where a rule's scale steps (the start of a binade for ocp, 1.75 = 448 and
+ * 57344 over their binade for rceil) and random ones, every other element
+ * a random fraction of the amax. Row blocks of the [blocks, 32] matrix and
+ * col blocks of its transpose, every preset and format.
+ */
+static float float_of_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static void check_scale_rules(void)
+{
+    static const uint32_t sig[] = {0, 1, 2, 0x3FFFFF, 0x400000, 0x5FFFFE, 0x5FFFFF, 0x600000, 0x600001, 0x600002,
+                                   0x7FFFFE, 0x7FFFFF};
+    const int nsig = (int)(sizeof sig / sizeof sig[0]) + 4;
+    const int64_t nb = 255 * nsig;
+    float *x = malloc((size_t)(nb * 32) * 4), *xt = malloc((size_t)(nb * 32) * 4);
+    for (int64_t b = 0; b < nb; b++) {
+        uint32_t f = (uint32_t)(b / nsig), j = (uint32_t)(b % nsig);
+        uint32_t m = j < sizeof sig / sizeof sig[0] ? sig[j] : (uint32_t)(rng_next() & 0x7FFFFF);
+        float amax = float_of_bits(f << 23 | m);
+        for (int i = 0; i < 32; i++) {
+            float v = i == (int)(b % 32) ? amax : amax * (float)((double)(rng_next() % 1000) / 1000.0);
+            x[b * 32 + i] = rng_next() & 1 ? -v : v;
+            xt[(int64_t)i * nb + b] = x[b * 32 + i];
+        }
+    }
+    uint8_t *d[2], *s[2];
+    for (int side = 0; side < 2; side++) {
+        d[side] = malloc((size_t)(nb * 32));
+        s[side] = malloc((size_t)nb);
+    }
+    int bad = 0, cases = 0;
+    for (int blk = 0; blk < 2; blk++)
+        for (int preset = 0; preset < 4; preset++)
+            for (int fmt = 0; fmt < 2; fmt++)
+                for (int cfg = 0; cfg <= nconf; cfg++) {
+                    int side = cfg > 0;
+                    mxfa_dtype dt = fmt ? MXFA_E5M2 : MXFA_E4M3;
+                    mxfa_tensor X = blk ? mxfa_tensor_2d(xt, MXFA_F32, 32, nb) : mxfa_tensor_2d(x, MXFA_F32, nb, 32);
+                    mxfa_mx m = {blk ? mxfa_tensor_2d(d[side], dt, 32, nb) : mxfa_tensor_2d(d[side], dt, nb, 32),
+                                 blk ? mxfa_tensor_2d(s[side], MXFA_E8M0, 1, nb) : mxfa_tensor_2d(s[side], MXFA_E8M0, nb, 1),
+                                 blk ? MXFA_BLOCK_COL : MXFA_BLOCK_ROW, MXFA_LAYOUT_COMPACT};
+                    if (mxfa_quantize(cfg ? use(cfg - 1) : ref, &X, (mxfa_preset)preset, &m) != MXFA_OK)
+                        bad++;
+                    if (!cfg)
+                        continue;
+                    cases++;
+                    if (!same(d[0], d[1], (size_t)(nb * 32)) || !same(s[0], s[1], (size_t)nb)) {
+                        if (bad < 5)
+                            diag("scale rule sweep: %s blocks preset %d fmt %d differs on %s", blk ? "col" : "row",
+                                 preset, fmt, conf_name[cfg - 1]);
+                        bad++;
+                    }
+                }
+    ok(bad == 0, "scale rules over every amax binade: %lld blocks x row/col x 4 presets x 2 formats x %d configurations equal ref",
+       (long long)nb, nconf);
+    for (int side = 0; side < 2; side++)
+        free(d[side]), free(s[side]);
+    free(x), free(xt);
+}
+
 /* ---- products ---- */
 static void quantize_rows(mxfa_ctx *c, const float *x, int64_t R, int64_t K, mxfa_dtype fmt, uint8_t *d, uint8_t *s,
                           mxfa_mx *m)
@@ -357,6 +424,7 @@ int main(void)
        "an unknown MXFA_CPU_ISA is an error that names it: %s", mxfa_last_error(NULL));
     unsetenv("MXFA_CPU_ISA");
     check_quantize();
+    check_scale_rules();
     check_gemm();
     check_attn(0);
     check_attn(1);

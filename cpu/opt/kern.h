@@ -42,6 +42,23 @@ typedef enum kern_combine {
     KERN_TRUNC13_PROMOTE /* sm90 fp8: sum cut to F = 13, 14 bits, then promoted */
 } kern_combine;
 
+/*
+ * A preset's scale rule for one element format, as a table over the fp32
+ * exponent field f of a block's amax (rule_table.c): the scale is lo[f] for
+ * amax below thr[f] and lo[f] + 1 from it on, where decided[f]; other
+ * amaxes (zero aside), and blocks holding a NaN or an Inf, take the
+ * reference rule.
+ */
+typedef struct rule_table {
+    uint32_t thr[256];
+    uint8_t lo[256];
+    uint8_t decided[256];
+    uint8_t zero_scale; /* the scale of an all-zero block */
+    fp8_rounding rounding;
+} rule_table;
+
+const rule_table *mxfa_cpu_rule_table(mxfa_dtype dtype, mxfa_preset preset);
+
 typedef struct cpu_kernels {
     const char *name;
     /* A: KERN_MR rows of kn values (row stride lda), fields alongside;
