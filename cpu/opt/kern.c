@@ -392,11 +392,11 @@ static inline uint32_t hor16(v16su v)
 }
 
 /* The rule of a block from its amax: the table where it decides. */
-static mxfa_block_rule rule_of(const rule_table *t, const fp8_format *fmt, mxfa_preset preset, uint32_t amax,
-                               int has_nan, int has_inf)
+static inline mxfa_block_rule rule_of(const rule_table *t, const fp8_format *fmt, mxfa_preset preset, uint32_t amax,
+                                      int has_nan, int has_inf)
 {
     uint32_t f = amax >> 23;
-    if (!has_nan && !has_inf && (amax == 0 || t->decided[f])) {
+    if (__builtin_expect(!has_nan && !has_inf && (amax == 0 || t->decided[f]), 1)) {
         mxfa_block_rule r = {amax == 0 ? t->zero_scale : (uint8_t)(t->lo[f] + (amax >= t->thr[f])), 0, t->rounding};
         return r;
     }
@@ -490,23 +490,22 @@ static void quantize_rows(const mxfa_view *x, mxfa_preset preset, const mxfa_vie
     const int direct = x->dtype == MXFA_F32 && x->cs == 1 && data->cs == 1;
     uint32_t v[32];
     uint8_t q[32];
-    for (int64_t r = 0; r < x->rows; r++)
+    for (int64_t r = 0; r < x->rows; r++) {
+        const uint32_t *xr = direct ? (const uint32_t *)view_at(x, r, 0) : NULL;
+        uint8_t *dr = direct ? (uint8_t *)view_at(data, r, 0) : NULL, *sr = (uint8_t *)view_at(scales, r, 0);
         for (int64_t c0 = 0; c0 < x->cols; c0 += 32) {
             int n = (int)(x->cols - c0 < 32 ? x->cols - c0 : 32);
-            uint8_t *dst = (uint8_t *)view_at(data, r, c0);
-            const uint32_t *src = v;
             if (direct && n == 32) {
-                src = (const uint32_t *)view_at(x, r, c0);
-            } else {
-                memset(v, 0, sizeof v);
-                load_bits(x, r, c0, n, v);
+                sr[(c0 / 32) * scales->cs] = quantize_block32(t, fmt, preset, xr + c0, 32, dr + c0);
+                continue;
             }
-            uint8_t *qo = direct ? dst : q;
-            *(uint8_t *)view_at(scales, r, c0 / 32) = quantize_block32(t, fmt, preset, src, n, qo);
-            if (!direct)
-                for (int i = 0; i < n; i++)
-                    *(uint8_t *)view_at(data, r, c0 + i) = q[i];
+            memset(v, 0, sizeof v);
+            load_bits(x, r, c0, n, v);
+            sr[(c0 / 32) * scales->cs] = quantize_block32(t, fmt, preset, v, n, q);
+            for (int i = 0; i < n; i++)
+                *(uint8_t *)view_at(data, r, c0 + i) = q[i];
         }
+    }
 }
 
 /* Col blocks of 32 rows (or fewer, the last of a sequence) over 16
