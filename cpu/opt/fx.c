@@ -187,7 +187,7 @@ void fx_block(const cpu_kernels *kern, const fx_step *st, const fx_mat *a, int64
     uint16_t aepad[KERN_MR * 32];
     uint32_t acc0[KERN_MR][KERN_NR];
     uint8_t pend[KERN_MR][KERN_NR];
-    int npend[KERN_MR];
+    unsigned npend;
     kern_partial part;
     for (int i0 = 0; i0 < m; i0 += KERN_MR) {
         int mr = m - i0 < KERN_MR ? m - i0 : KERN_MR;
@@ -218,18 +218,19 @@ void fx_block(const cpu_kernels *kern, const fx_step *st, const fx_mat *a, int64
                 if (st->widen) /* widening to bf16 must be exact and normal */
                     for (int j = 0; j < KERN_NR; j++)
                         pend[r][j] |= sa[i] < -110 || sa[i] > 110 || sb[j0 + j] < -110 || sb[j0 + j] > 110;
-                npend[r] = 0;
             }
+            npend = 0;
+            unsigned rows = 0;
+            for (int r = 0; r < mr; r++)
+                rows |= (unsigned)(!active || active[i0 + r]) << r;
             for (int g0 = 0; g0 < kn; g0 += group) {
                 int gn = kn - g0 < group ? kn - g0 : group;
                 kern->dot(gn, av + g0, ae + g0, lda, bv + g0 * b->ld, be + g0 * b->ld, b->ld, &part);
-                for (int r = 0; r < mr; r++)
-                    if (!active || active[i0 + r])
-                        npend[r] = kern->combine(st->how, &part, r, sa[i0 + r], &sb[j0], &acc[(i0 + r) * ldc + j0], pend[r]);
+                npend = kern->combine(st->how, &part, mr, rows, &sa[i0], &sb[j0], &acc[i0 * ldc + j0], ldc, pend);
             }
             for (int r = 0; r < mr; r++) {
                 int i = i0 + r;
-                if ((active && !active[i]) || npend[r] == 0)
+                if (!(npend >> r & 1))
                     continue;
                 if (group >= kn)
                     memcpy(acc0[r], &acc[i * ldc + j0], sizeof acc0[r]);

@@ -149,61 +149,100 @@ static inline v8di sel(v8di m, v8di x, v8di y)
     return (m & x) | (~m & y);
 }
 
-/* KERN_IN_EXPONENT eight lanes at a time: the scalar case below, written
- * with masks instead of branches. Returns the lanes still pending. */
-static int combine_in_exponent(const kern_partial *p, int r, int sa, const int *sb, uint32_t *acc, uint8_t *pending)
+typedef uint32_t v16su __attribute__((vector_size(64)));
+typedef int32_t v16si __attribute__((vector_size(64)));
+typedef uint8_t v16qu __attribute__((vector_size(16)));
+typedef float v16sf __attribute__((vector_size(64)));
+
+
+static inline v16su sel16(v16si m, v16su x, v16su y)
 {
-    int left = 0;
-    for (int j0 = 0; j0 < KERN_NR; j0 += 8) {
-        v8qu e8, n8, p8;
-        v8si sb8;
-        v8su a8;
-        memcpy(&e8, &p->emax[r][j0], 8);
-        memcpy(&n8, &p->nlsb[r][j0], 8);
-        memcpy(&p8, &pending[j0], 8);
-        memcpy(&sb8, &sb[j0], 32);
-        memcpy(&a8, &acc[j0], 32);
-        v8di ep = __builtin_convertvector(e8, v8di) - 128, nl = __builtin_convertvector(n8, v8di) - 128;
-        v8di s = __builtin_convertvector(sb8, v8di) + sa, a = __builtin_convertvector(a8, v8di);
-        v8di pend = __builtin_convertvector(p8, v8di) != 0;
-        v8df S = load8(p->sum[r] + j0);
-        v8di ef = (a >> 23) & 0xFF;
-        v8di anz = (a & 0x7FFFFFFF) != 0, pnz = ep >= (FX_PROD_MIN - 128);
-        v8di racc = sel(ef == 0, SPLAT(-126), ef - 127);
-        v8di ps = ep + s, emax = SPLAT(-133);
-        emax = sel(pnz & (ps > emax), ps, emax);
-        emax = sel(anz & (racc > emax), racc, emax);
-        v8di g = emax - 25;
-        v8di ok = (ef != 0xFF) & (~pnz | (s - nl >= g)) & ~pend;
-        /* the accumulator truncated on the grid: its low k bits cleared */
-        v8di k = g - (racc - 23);
-        v8di kc = sel(k < 0, SPLAT(0), sel(k > 31, SPLAT(31), k));
-        v8di at = a & ~((SPLAT(1) << kc) - 1) & ~(k >= 24);
-        v8sf af = (v8sf)__builtin_convertvector(at, v8si);
-        v8df T = S * (v8df)((s + 1023) << 52) + __builtin_convertvector(af, v8df);
-        v8di tb = (v8di)T;
-        v8di te = ((tb >> 52) & 0x7FF) - 1023, tz = T == 0.0;
-        ok &= tz | ((te >= -126) & (te <= 127));
-        /* cut to 24 bits (exact in fp32), every zero +0 */
-        v8sf rf = __builtin_convertvector((v8df)(tb & ~SPLAT((INT64_C(1) << 29) - 1)), v8sf);
-        v8di res = sel(tz, SPLAT(0), __builtin_convertvector((v8su)rf, v8di));
-        v8di out = sel(ok, res, a);
-        v8su o8 = __builtin_convertvector(out, v8su);
-        v8qu np = __builtin_convertvector(~ok & 1, v8qu);
-        memcpy(&acc[j0], &o8, 32);
-        memcpy(&pending[j0], &np, 8);
-        for (int l = 0; l < 8; l++)
-            left += (int)np[l];
-    }
-    return left;
+    return ((v16su)m & x) | (~(v16su)m & y);
 }
 
-static int combine(kern_combine how, const kern_partial *p, int r, int sa, const int *sb, uint32_t *acc,
-                   uint8_t *pending)
+static inline v16si max16(v16si a, v16si b)
 {
-    if (how == KERN_IN_EXPONENT)
-        return combine_in_exponent(p, r, sa, sb, acc, pending);
-    int left = 0;
+    v16si m = a > b;
+    return (m & a) | (~m & b);
+}
+
+static inline v16si sel16i(v16si m, v16si x, v16si y)
+{
+    return (m & x) | (~m & y);
+}
+
+/* T = S 2^s + acc (exact), cut to 24 bits and narrowed to fp32 (exact
+ * where the result is normal); *zero marks the lanes where T is zero. */
+static inline v8sf in_exponent_sum(v8df S, v8si s, v8su at, v8si *zero)
+{
+    v8df af = __builtin_convertvector((v8sf)at, v8df);
+    v8df sc = (v8df)((__builtin_convertvector(s, v8di) + 1023) << 52);
+    v8df T = S * sc + af;
+    *zero = __builtin_convertvector(T == 0.0, v8si);
+    return __builtin_convertvector((v8df)((v8di)T & ~SPLAT((INT64_C(1) << 29) - 1)), v8sf);
+}
+
+/* KERN_IN_EXPONENT sixteen lanes at a time: the scalar case below, written
+ * with masks instead of branches; the exponent work in 32-bit lanes, the
+ * sum in two halves of eight doubles. Returns the lanes still pending. */
+static inline void combine_in_exponent(const kern_partial *p, int r, int sa, const int *sb, uint32_t *acc,
+                                       uint8_t *pending)
+{
+    for (int j0 = 0; j0 < KERN_NR; j0 += 16) {
+        v16qu e8, n8, p8;
+        v16si s;
+        v16su a;
+        memcpy(&e8, &p->emax[r][j0], 16);
+        memcpy(&n8, &p->nlsb[r][j0], 16);
+        memcpy(&p8, &pending[j0], 16);
+        memcpy(&s, &sb[j0], 64);
+        memcpy(&a, &acc[j0], 64);
+        s += sa;
+        v16si ep = __builtin_convertvector(e8, v16si) - 128, nl = __builtin_convertvector(n8, v16si) - 128;
+        v16si ef = (v16si)((a >> 23) & 0xFFu);
+        v16si anz = (v16si)((a & 0x7FFFFFFFu) != 0u), pnz = ep >= (FX_PROD_MIN - 128);
+        v16si racc = max16(ef, (v16si){0} + 1) - 127;
+        v16si floor = (v16si){0} - 133;
+        v16si emax = max16(floor, max16(sel16i(pnz, ep + s, floor), sel16i(anz, racc, floor)));
+        v16si ok = (ef != 255) & (~pnz | (s - nl >= emax - 25)) & (__builtin_convertvector(p8, v16si) == 0);
+        /* the accumulator truncated on the grid 2^(emax - 25): its low k bits cleared */
+        v16si k = emax - racc - 2;
+        v16su kc = (v16su)sel16i(k < 0, (v16si){0}, sel16i(k > 31, (v16si){0} + 31, k));
+        v16su m = sel16((v16si)(k >= 24), (v16su){0} + 0x80000000u, ~(v16su){0} << kc);
+        v16su at = a & m;
+        v8si slo = __builtin_shufflevector(s, s, 0, 1, 2, 3, 4, 5, 6, 7);
+        v8si shi = __builtin_shufflevector(s, s, 8, 9, 10, 11, 12, 13, 14, 15);
+        v8su alo = __builtin_shufflevector(at, at, 0, 1, 2, 3, 4, 5, 6, 7);
+        v8su ahi = __builtin_shufflevector(at, at, 8, 9, 10, 11, 12, 13, 14, 15);
+        v8si zlo, zhi;
+        v8sf rlo = in_exponent_sum(load8(p->sum[r] + j0), slo, alo, &zlo);
+        v8sf rhi = in_exponent_sum(load8(p->sum[r] + j0 + 8), shi, ahi, &zhi);
+        v16su res = (v16su)__builtin_shufflevector(rlo, rhi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        v16si tz = __builtin_shufflevector(zlo, zhi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        v16su rfe = (res >> 23) & 0xFFu;
+        ok &= tz | ((v16si)(rfe != 0u) & (v16si)(rfe != 255u));
+        res = sel16(tz, (v16su){0}, res); /* every zero +0 */
+        v16su out = sel16(ok, res, a);
+        v16qu np = __builtin_convertvector(~ok & 1, v16qu);
+        memcpy(&acc[j0], &out, 64);
+        memcpy(&pending[j0], &np, 16);
+    }
+}
+
+/* Whether any of a row's KERN_NR columns is pending. */
+static inline int any_pending(const uint8_t *pending)
+{
+    uint64_t w[KERN_NR / 8];
+    memcpy(w, pending, sizeof w);
+    uint64_t any = 0;
+    for (int i = 0; i < KERN_NR / 8; i++)
+        any |= w[i];
+    return any != 0;
+}
+
+static void combine_row(kern_combine how, const kern_partial *p, int r, int sa, const int *sb, uint32_t *acc,
+                        uint8_t *pending)
+{
     for (int j = 0; j < KERN_NR; j++) {
         if (pending[j])
             continue;
@@ -264,8 +303,21 @@ static int combine(kern_combine how, const kern_partial *p, int r, int sa, const
         else
             pending[j] = 1;
     }
-    for (int j = 0; j < KERN_NR; j++)
-        left += pending[j];
+}
+
+static unsigned combine(kern_combine how, const kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb,
+                        uint32_t *acc, int64_t ldc, uint8_t (*pending)[KERN_NR])
+{
+    unsigned left = 0;
+    for (int r = 0; r < mr; r++) {
+        if (!(rows >> r & 1))
+            continue;
+        if (how == KERN_IN_EXPONENT)
+            combine_in_exponent(p, r, sa[r], sb, acc + r * ldc, pending[r]);
+        else
+            combine_row(how, p, r, sa[r], sb, acc + r * ldc, pending[r]);
+        left |= (unsigned)any_pending(pending[r]) << r;
+    }
     return left;
 }
 
@@ -313,14 +365,6 @@ static void softmax_p(const float *x, int n, float m, float *p)
  * the preset's table (or the reference rule for the rare blocks the table
  * leaves to it), the encoding with a scale exponent per lane.
  */
-typedef uint32_t v16su __attribute__((vector_size(64)));
-typedef int32_t v16si __attribute__((vector_size(64)));
-typedef uint8_t v16qu __attribute__((vector_size(16)));
-
-static inline v16su sel16(v16si m, v16su x, v16su y)
-{
-    return ((v16su)m & x) | (~(v16su)m & y);
-}
 
 /* The encoding parameters of one element format and rounding. */
 typedef struct enc_params {

@@ -65,11 +65,13 @@ typedef struct cpu_kernels {
      * B: kn rows of KERN_NR values (row stride ldb). */
     void (*dot)(int kn, const double *a, const uint16_t *ae, int64_t lda, const double *b, const uint16_t *be,
                 int64_t ldb, kern_partial *out);
-    /* One group step for row r of a partial: acc[j] for j < KERN_NR, scale
-     * exponent sa + sb[j]; pending[j] set (and acc[j] left alone) where the
-     * fast path cannot decide. Returns the number of pending columns. */
-    int (*combine)(kern_combine how, const kern_partial *p, int r, int sa, const int *sb, uint32_t *acc,
-                    uint8_t *pending);
+    /* One group step for the rows r < mr of a partial whose bit r is set
+     * in `rows`: acc[r * ldc + j] for j < KERN_NR, scale exponent
+     * sa[r] + sb[j]; pending[r][j] set (and that accumulator left alone)
+     * where the fast path cannot decide, and already pending columns left
+     * alone. Returns the rows with a pending column, as bits. */
+    unsigned (*combine)(kern_combine how, const kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb,
+                        uint32_t *acc, int64_t ldc, uint8_t (*pending)[KERN_NR]);
     /* P = exp2((x - m) + 8) for x != -Inf, else 0, as mxfa_exp2 computes it. */
     void (*softmax_p)(const float *x, int n, float m, float *p);
     /* fp8 codes of n fp32 values of one block under its rule (as
