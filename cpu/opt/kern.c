@@ -87,12 +87,7 @@ static void dot(int kn, const double *a, const uint16_t *ae, int64_t lda, const 
     }
     for (int r = 0; r < KERN_MR; r++) {
         memcpy(out->sum[r], s[r], sizeof out->sum[r]);
-        uint8_t t[64];
-        memcpy(t, &x[r], 64);
-        for (int j = 0; j < KERN_NR; j++) {
-            out->emax[r][j] = t[2 * j];
-            out->nlsb[r][j] = t[2 * j + 1];
-        }
+        memcpy(out->fields[r], &x[r], sizeof out->fields[r]);
     }
 }
 
@@ -152,6 +147,7 @@ static inline v8di sel(v8di m, v8di x, v8di y)
 typedef uint32_t v16su __attribute__((vector_size(64)));
 typedef int32_t v16si __attribute__((vector_size(64)));
 typedef uint8_t v16qu __attribute__((vector_size(16)));
+typedef uint16_t v16hu __attribute__((vector_size(32)));
 typedef float v16sf __attribute__((vector_size(64)));
 
 
@@ -189,16 +185,16 @@ static inline void combine_in_exponent(const kern_partial *p, int r, int sa, con
                                        uint8_t *pending)
 {
     for (int j0 = 0; j0 < KERN_NR; j0 += 16) {
-        v16qu e8, n8, p8;
+        v16hu f16;
+        v16qu p8;
         v16si s;
         v16su a;
-        memcpy(&e8, &p->emax[r][j0], 16);
-        memcpy(&n8, &p->nlsb[r][j0], 16);
+        memcpy(&f16, &p->fields[r][j0], 32);
         memcpy(&p8, &pending[j0], 16);
         memcpy(&s, &sb[j0], 64);
         memcpy(&a, &acc[j0], 64);
         s += sa;
-        v16si ep = __builtin_convertvector(e8, v16si) - 128, nl = __builtin_convertvector(n8, v16si) - 128;
+        v16si f = __builtin_convertvector(f16, v16si), ep = (f & 0xFF) - 128, nl = (f >> 8) - 128;
         v16si ef = (v16si)((a >> 23) & 0xFFu);
         v16si anz = (v16si)((a & 0x7FFFFFFFu) != 0u), pnz = ep >= (FX_PROD_MIN - 128);
         v16si racc = max16(ef, (v16si){0} + 1) - 127;
@@ -246,8 +242,8 @@ static void combine_row(kern_combine how, const kern_partial *p, int r, int sa, 
     for (int j = 0; j < KERN_NR; j++) {
         if (pending[j])
             continue;
-        int ep = (int)p->emax[r][j] - 128, nl = (int)p->nlsb[r][j] - 128;
-        int pnz = p->emax[r][j] >= FX_PROD_MIN, s = sa + sb[j];
+        int ep = (int)(p->fields[r][j] & 0xFF) - 128, nl = (int)(p->fields[r][j] >> 8) - 128;
+        int pnz = ep >= FX_PROD_MIN - 128, s = sa + sb[j];
         double S = p->sum[r][j];
         uint32_t a = acc[j], ef = (a >> 23) & 0xFF;
         int anz = (a & 0x7FFFFFFFu) != 0, ok = ef != 0xFF;

@@ -31,8 +31,9 @@
 /* Per (row, column) result of a microkernel call over one group of k. */
 typedef struct kern_partial {
     double sum[KERN_MR][KERN_NR];      /* exact when the combine accepts it */
-    uint8_t emax[KERN_MR][KERN_NR];    /* max over k of biased raw sums (128 + raw) */
-    uint8_t nlsb[KERN_MR][KERN_NR];    /* max over k of biased -(lowest bit) sums */
+    /* low byte: max over k of the biased raw sums (128 + raw); high byte:
+     * max over k of the biased -(lowest bit) sums */
+    uint16_t fields[KERN_MR][KERN_NR];
 } kern_partial;
 
 /* How a group's sum meets the accumulator (cpu/ref/mma.h, mma_scaling). */
