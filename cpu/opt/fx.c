@@ -214,7 +214,7 @@ void fx_block(const cpu_kernels *kern, const fx_step *st, const fx_mat *a, int64
                 if (group < kn) /* the fallback restarts the block from here */
                     memcpy(acc0[r], &acc[i * ldc + j0], sizeof acc0[r]);
                 for (int j = 0; j < KERN_NR; j++)
-                    pend[r][j] = fa[i] | fb[j0 + j];
+                    pend[r][j] = (fa[i] | fb[j0 + j]) != 0; /* 1: the reference decides */
                 if (st->widen) /* widening to bf16 must be exact and normal */
                     for (int j = 0; j < KERN_NR; j++)
                         pend[r][j] |= sa[i] < -110 || sa[i] > 110 || sb[j0 + j] < -110 || sb[j0 + j] > 110;
@@ -227,6 +227,9 @@ void fx_block(const cpu_kernels *kern, const fx_step *st, const fx_mat *a, int64
                 int gn = kn - g0 < group ? kn - g0 : group;
                 kern->dot(gn, av + g0, ae + g0, lda, bv + g0 * b->ld, be + g0 * b->ld, b->ld, &part);
                 npend = kern->combine(st->how, &part, mr, rows, &sa[i0], &sb[j0], &acc[i0 * ldc + j0], ldc, pend);
+                if (npend)
+                    npend = kern->fix(st->how, gn, av + g0, lda, bv + g0 * b->ld, b->ld, &part, mr, npend, &sa[i0],
+                                      &sb[j0], &acc[i0 * ldc + j0], ldc, pend);
             }
             for (int r = 0; r < mr; r++) {
                 int i = i0 + r;

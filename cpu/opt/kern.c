@@ -200,7 +200,7 @@ static inline void combine_in_exponent(const kern_partial *p, int r, int sa, con
         v16si racc = max16(ef, (v16si){0} + 1) - 127;
         v16si floor = (v16si){0} - 133;
         v16si emax = max16(floor, max16(sel16i(pnz, ep + s, floor), sel16i(anz, racc, floor)));
-        v16si ok = (ef != 255) & (~pnz | (s - nl >= emax - 25)) & (__builtin_convertvector(p8, v16si) == 0);
+        v16si ok = (ef != 255) & (~pnz | (s - nl >= emax - 25));
         /* the accumulator truncated on the grid 2^(emax - 25): its low k bits cleared */
         v16si k = emax - racc - 2;
         v16su kc = (v16su)sel16i(k < 0, (v16si){0}, sel16i(k > 31, (v16si){0} + 31, k));
@@ -218,8 +218,10 @@ static inline void combine_in_exponent(const kern_partial *p, int r, int sa, con
         v16su rfe = (res >> 23) & 0xFFu;
         ok &= tz | ((v16si)(rfe != 0u) & (v16si)(rfe != 255u));
         res = sel16(tz, (v16su){0}, res); /* every zero +0 */
+        v16si pin = __builtin_convertvector(p8, v16si); /* pending columns keep their mark */
+        ok &= pin == 0;
         v16su out = sel16(ok, res, a);
-        v16qu np = __builtin_convertvector(~ok & 1, v16qu);
+        v16qu np = __builtin_convertvector(sel16i(pin != 0, pin, ~ok & KERN_TRUNCATE), v16qu);
         memcpy(&acc[j0], &out, 64);
         memcpy(&pending[j0], &np, 16);
     }
@@ -297,8 +299,105 @@ static void combine_row(kern_combine how, const kern_partial *p, int r, int sa, 
         if (ok)
             acc[j] = res;
         else
-            pending[j] = 1;
+            pending[j] = KERN_TRUNCATE;
     }
+}
+
+/*
+ * The exact truncation step for the columns the combine marked
+ * KERN_TRUNCATE: the group's products each cut toward zero to the grid of
+ * its step (the largest exponent, known exactly from the fields, minus F),
+ * as sum_k trunc(a_k b_k 2^-g) in integers held in doubles: every product
+ * times a power of two is exact, its integer part is below 2^27, and the
+ * sum of 32 of them below 2^32. Then the accumulator and the result's cut
+ * as in the combine.
+ */
+static void truncated_sums(int kn, const double *a, const double *b, int64_t ldb, const double *unit, double *out)
+{
+    for (int j0 = 0; j0 < KERN_NR; j0 += 8) {
+        v8df m = load8(unit + j0), t = {0};
+        for (int k = 0; k < kn; k++) {
+            v8df p = (a[k] * load8(b + k * ldb + j0)) * m;
+            t += __builtin_convertvector(__builtin_convertvector(p, v8di), v8df);
+        }
+        memcpy(out + j0, &t, sizeof t);
+    }
+}
+
+static unsigned fix(kern_combine how, int kn, const double *a, int64_t lda, const double *b, int64_t ldb,
+                    const kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb, uint32_t *acc,
+                    int64_t ldc, uint8_t (*pending)[KERN_NR])
+{
+    unsigned left = 0;
+    for (int r = 0; r < mr; r++) {
+        if (!(rows >> r & 1))
+            continue;
+        uint8_t *pend = pending[r];
+        uint32_t *ac = acc + r * ldc;
+        double unit[KERN_NR], sum[KERN_NR];
+        int grid[KERN_NR], want = 0;
+        for (int j = 0; j < KERN_NR; j++) {
+            unit[j] = 0.0;
+            if (pend[j] != KERN_TRUNCATE)
+                continue;
+            if (how == KERN_EXACT_PROMOTE) { /* nothing to truncate: the reference decides */
+                pend[j] = 1;
+                continue;
+            }
+            int ep = (int)(p->fields[r][j] & 0xFF) - 128, s = sa[r] + sb[j], g;
+            uint32_t ef = (ac[j] >> 23) & 0xFF;
+            if (how == KERN_IN_EXPONENT) {
+                int racc = ef ? (int)ef - 127 : -126, emax = -133;
+                if (ep >= FX_PROD_MIN - 128 && ep + s > emax)
+                    emax = ep + s;
+                if ((ac[j] & 0x7FFFFFFFu) && racc > emax)
+                    emax = racc;
+                g = emax - 25 - s; /* in the units of the unscaled products */
+            } else {
+                g = (ep > -133 ? ep : -133) - 13;
+            }
+            grid[j] = g;
+            unit[j] = pow2d(-g);
+            want = 1;
+        }
+        if (want)
+            truncated_sums(kn, a + r * lda, b, ldb, unit, sum);
+        for (int j = 0; j < KERN_NR; j++) {
+            if (pend[j] != KERN_TRUNCATE)
+                continue;
+            uint32_t a0 = ac[j], ef = (a0 >> 23) & 0xFF, res = 0;
+            int s = sa[r] + sb[j], anz = (a0 & 0x7FFFFFFFu) != 0, ok = 1;
+            float af;
+            memcpy(&af, &a0, 4);
+            if (how == KERN_IN_EXPONENT) {
+                int racc = ef ? (int)ef - 127 : -126, g = grid[j] + s;
+                int k = g - (racc - 23); /* accumulator bits below the grid */
+                uint32_t mask = k <= 0 ? 0xFFFFFFFFu : k >= 24 ? 0x80000000u : ~((1u << k) - 1);
+                uint32_t at = a0 & mask;
+                float atf;
+                memcpy(&atf, &at, 4);
+                double T = sum[j] * pow2d(g) + (double)atf;
+                uint64_t tb = dbits(T);
+                int te = (int)((tb >> 52) & 0x7FF) - 1023;
+                ok = T == 0.0 || (te >= -126 && te <= 127);
+                float rf = (float)dfrom(tb & ~((UINT64_C(1) << 29) - 1));
+                memcpy(&res, &rf, 4);
+                if (T == 0.0)
+                    res = 0;
+            } else { /* KERN_TRUNC13_PROMOTE: the partial cut to 14 bits, then promoted */
+                double part = dfrom(dbits(sum[j] * pow2d(grid[j])) & ~((UINT64_C(1) << 39) - 1));
+                res = part == 0.0 ? (anz ? a0 : 0) : add_rne_f32(part * pow2d(s), (double)af, &ok);
+            }
+            if (ok) {
+                ac[j] = res;
+                pend[j] = 0;
+            } else {
+                pend[j] = 1;
+            }
+        }
+        left |= (unsigned)any_pending(pend) << r;
+    }
+    return left;
 }
 
 static unsigned combine(kern_combine how, const kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb,
@@ -652,4 +751,4 @@ static void quantize_blocks(const mxfa_view *x, const mxfa_segment *seg, mxfa_pr
     }
 }
 
-const cpu_kernels KERN_NAME = {KERN_ISA, dot, combine, softmax_p, encode, quantize_rows, quantize_blocks};
+const cpu_kernels KERN_NAME = {KERN_ISA, dot, combine, fix, softmax_p, encode, quantize_rows, quantize_blocks};

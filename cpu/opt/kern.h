@@ -36,6 +36,11 @@ typedef struct kern_partial {
     uint16_t fields[KERN_MR][KERN_NR];
 } kern_partial;
 
+/* The pending mark of a column whose products need truncating: the fast
+ * sum cannot be used, but the exact truncation step can (any other nonzero
+ * mark leaves the column to the reference). */
+#define KERN_TRUNCATE 2
+
 /* How a group's sum meets the accumulator (cpu/ref/mma.h, mma_scaling). */
 typedef enum kern_combine {
     KERN_IN_EXPONENT, /* scales in the exponent, accumulator in the group, F = 25, 24 bits */
@@ -73,6 +78,14 @@ typedef struct cpu_kernels {
      * alone. Returns the rows with a pending column, as bits. */
     unsigned (*combine)(kern_combine how, const kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb,
                         uint32_t *acc, int64_t ldc, uint8_t (*pending)[KERN_NR]);
+    /* The exact truncation step (fix in kern.c) for the columns marked
+     * KERN_TRUNCATE in the rows of `rows`, after a combine over the same
+     * group: A row r at a + r * lda (kn values), B rows at b + k * ldb.
+     * Marks 0 where it decides and 1 where only the reference can; returns
+     * the rows with a column still pending, as bits. */
+    unsigned (*fix)(kern_combine how, int kn, const double *a, int64_t lda, const double *b, int64_t ldb,
+                    const kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb, uint32_t *acc,
+                    int64_t ldc, uint8_t (*pending)[KERN_NR]);
     /* P = exp2((x - m) + 8) for x != -Inf, else 0, as mxfa_exp2 computes it. */
     void (*softmax_p)(const float *x, int n, float m, float *p);
     /* fp8 codes of n fp32 values of one block under its rule (as
