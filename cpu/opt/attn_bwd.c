@@ -53,29 +53,34 @@ static inline int64_t bidx(const bmat *m, int64_t r, int64_t c)
 }
 
 /* Quantized codes [rows, cols] with scales [ceil(rows/sbr), ceil(cols/sbc)]
- * into m, transposed when asked. widen: bf16 operands widened with the
- * scales (sexp then 0) instead of fp8. */
+ * into m, transposed when asked; each scale block is one block of m.
+ * widen: bf16 operands widened with the scales (kept relative to the
+ * block's scale, which becomes its sexp) instead of fp8. */
 static void bmat_fill(bmat *m, const uint8_t *codes, const uint8_t *scales, int64_t rows, int64_t cols, int64_t sbr,
                       int64_t sbc, int transposed, int widen, int normalized)
 {
     const fx_table *t = fx_table_fp8(MXFA_E4M3, normalized);
     int64_t ssc = ceil_div(cols, sbc);
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) {
-            uint8_t sb = scales[(r / sbr) * ssc + c / sbc], code = codes[r * cols + c];
-            int64_t mr = transposed ? c : r, mc = transposed ? r : c, bi = bidx(m, mr, mc);
-            int f;
-            if (widen) {
-                mma_operand o = mxfa_mma_operand_fp8(&mxfa_fp8_e4m3, code);
-                /* relative to the block's scale, which becomes its sexp */
-                f = fx_put_bf16_shifted(&m->x, mr, mc, mxfa_mma_widen_bf16_code(&o, (int)sb - 127, sb == 0xFF),
-                                        (int)sb - 127);
-                m->sexp[bi] = (int)sb - 127;
-            } else {
-                f = fx_put_fp8(&m->x, t, mr, mc, code) | (sb == 0xFF ? FX_NAN_SCALE : 0);
-                m->sexp[bi] = (int)sb - 127;
-            }
-            m->flag[bi] |= (uint8_t)f;
+    for (int64_t r0 = 0, rb = 0; r0 < rows; r0 += sbr, rb++)
+        for (int64_t c0 = 0, cb = 0; c0 < cols; c0 += sbc, cb++) {
+            uint8_t sb = scales[rb * ssc + cb];
+            int64_t r1 = r0 + sbr < rows ? r0 + sbr : rows, c1 = c0 + sbc < cols ? c0 + sbc : cols;
+            int64_t bi = transposed ? bidx(m, c0, r0) : bidx(m, r0, c0);
+            int f = sb == 0xFF ? FX_NAN_SCALE : 0;
+            for (int64_t r = r0; r < r1; r++)
+                for (int64_t c = c0; c < c1; c++) {
+                    uint8_t code = codes[r * cols + c];
+                    int64_t mr = transposed ? c : r, mc = transposed ? r : c;
+                    if (widen) {
+                        mma_operand o = mxfa_mma_operand_fp8(&mxfa_fp8_e4m3, code);
+                        f |= fx_put_bf16_shifted(&m->x, mr, mc, mxfa_mma_widen_bf16_code(&o, (int)sb - 127, sb == 0xFF),
+                                                 (int)sb - 127);
+                    } else {
+                        f |= fx_put_fp8(&m->x, t, mr, mc, code);
+                    }
+                }
+            m->sexp[bi] = (int)sb - 127;
+            m->flag[bi] |= (uint8_t)(widen ? f & ~FX_NAN_SCALE : f);
         }
 }
 
@@ -176,13 +181,16 @@ static int tile(bwd_kv *job, int64_t r0, int64_t nr, int64_t c0)
     memset(job->pf, 0, (size_t)(nrp * bn) * 4);
     for (int64_t r = 0; r < nr; r++) {
         int64_t i = r0 + r, lim = key_limit(job, i);
-        float lse2 = job->lse[i] * job->log2e;
-        for (int64_t j = 0; j < bn; j++) {
-            int64_t key = c0 + j;
-            if (key > lim || key >= lk || job->lse[i] == -INFINITY)
-                continue;
-            job->pf[r * bn + j] = mxfa_exp2(f32_from_bits(job->acc[r * bnp + j]) * job->c - lse2);
-        }
+        if (job->lse[i] == -INFINITY)
+            continue;
+        float lse2 = job->lse[i] * job->log2e, *pr = &job->pf[r * bn];
+        int64_t n = lim + 1 - c0; /* visible keys: [c0, lim] within the sequence */
+        n = n < nk ? n : nk;
+        if (n <= 0)
+            continue;
+        for (int64_t j = 0; j < n; j++)
+            pr[j] = f32_from_bits(job->acc[r * bnp + j]) * job->c - lse2;
+        kern->exp2(pr, (int)n, pr);
     }
     /* P quantized: const E4M3(P * 256) under 2^-8, or dynamic square blocks;
      * P^T is the A side of dV += P^T dO */

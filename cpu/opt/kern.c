@@ -422,37 +422,51 @@ static const uint32_t exp2_coef[7] = {
     0x3F800000u, 0x3F317218u, 0x3E75FDF0u, 0x3D635766u, 0x3C1D950Eu, 0x3AAFA460u, 0x39222000u,
 };
 
+/* mxfa_exp2 of one lane, in a form the compiler vectorizes */
+static inline uint32_t exp2_lane(float xf, const float *c)
+{
+    uint32_t xb = f32_bits(xf);
+    int e = (int)((xb >> 23) & 0xFF) - 127;
+    int64_t fixed = (int64_t)((xb & 0x7FFFFFu) | 0x800000u) << (e >= -1 && e < 8 ? e + 1 : 0);
+    if (xb >> 31)
+        fixed = -fixed;
+    int32_t nn = e >= -1 ? (int32_t)((fixed + (INT64_C(1) << 23)) >> 24) : 0;
+    float f = xf - (float)nn;
+    float q = c[6];
+    q = fmaf(q, f, c[5]);
+    q = fmaf(q, f, c[4]);
+    q = fmaf(q, f, c[3]);
+    q = fmaf(q, f, c[2]);
+    q = fmaf(q, f, c[1]);
+    q = fmaf(q, f, c[0]);
+    uint32_t qb = f32_bits(q);
+    int32_t field = (int32_t)((qb >> 23) & 0xFF) + nn;
+    uint32_t r = field <= 0 ? 0u : field >= 255 ? F32_INF : (qb & 0x807FFFFFu) | (uint32_t)field << 23;
+    /* the special inputs, as mxfa_exp2 treats them */
+    r = (int32_t)xb >= 0x43000000 ? F32_INF : r;
+    r = xb > 0xC2FC0000u ? 0u : r;
+    r = F32_IS_NAN(xb) ? xb : r;
+    return r;
+}
+
 static void softmax_p(const float *x, int n, float m, float *p)
 {
     float c[7];
     for (int i = 0; i < 7; i++)
         c[i] = f32_from_bits(exp2_coef[i]);
     for (int j = 0; j < n; j++) {
-        float xf = (x[j] - m) + 8.0f;
-        uint32_t xb = f32_bits(xf);
-        int e = (int)((xb >> 23) & 0xFF) - 127;
-        int64_t fixed = (int64_t)((xb & 0x7FFFFFu) | 0x800000u) << (e >= -1 && e < 8 ? e + 1 : 0);
-        if (xb >> 31)
-            fixed = -fixed;
-        int32_t nn = e >= -1 ? (int32_t)((fixed + (INT64_C(1) << 23)) >> 24) : 0;
-        float f = xf - (float)nn;
-        float q = c[6];
-        q = fmaf(q, f, c[5]);
-        q = fmaf(q, f, c[4]);
-        q = fmaf(q, f, c[3]);
-        q = fmaf(q, f, c[2]);
-        q = fmaf(q, f, c[1]);
-        q = fmaf(q, f, c[0]);
-        uint32_t qb = f32_bits(q);
-        int32_t field = (int32_t)((qb >> 23) & 0xFF) + nn;
-        uint32_t r = field <= 0 ? 0u : field >= 255 ? F32_INF : (qb & 0x807FFFFFu) | (uint32_t)field << 23;
-        /* the special inputs, as mxfa_exp2 treats them */
-        r = (int32_t)xb >= 0x43000000 ? F32_INF : r;
-        r = xb > 0xC2FC0000u ? 0u : r;
-        r = F32_IS_NAN(xb) ? xb : r;
-        r = x[j] == -INFINITY ? 0u : r;
-        p[j] = f32_from_bits(r);
+        uint32_t r = exp2_lane((x[j] - m) + 8.0f, c);
+        p[j] = f32_from_bits(x[j] == -INFINITY ? 0u : r);
     }
+}
+
+static void exp2v(const float *x, int n, float *p)
+{
+    float c[7];
+    for (int i = 0; i < 7; i++)
+        c[i] = f32_from_bits(exp2_coef[i]);
+    for (int j = 0; j < n; j++)
+        p[j] = f32_from_bits(exp2_lane(x[j], c));
 }
 
 /*
@@ -751,4 +765,4 @@ static void quantize_blocks(const mxfa_view *x, const mxfa_segment *seg, mxfa_pr
     }
 }
 
-const cpu_kernels KERN_NAME = {KERN_ISA, dot, combine, fix, softmax_p, encode, quantize_rows, quantize_blocks};
+const cpu_kernels KERN_NAME = {KERN_ISA, dot, combine, fix, softmax_p, exp2v, encode, quantize_rows, quantize_blocks};

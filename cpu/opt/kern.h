@@ -88,6 +88,8 @@ typedef struct cpu_kernels {
                     int64_t ldc, uint8_t (*pending)[KERN_NR]);
     /* P = exp2((x - m) + 8) for x != -Inf, else 0, as mxfa_exp2 computes it. */
     void (*softmax_p)(const float *x, int n, float m, float *p);
+    /* p[j] = mxfa_exp2(x[j]) */
+    void (*exp2)(const float *x, int n, float *p);
     /* fp8 codes of n fp32 values of one block under its rule (as
      * mxfa_ref_encode_element). */
     void (*encode)(const fp8_format *fmt, const mxfa_block_rule *rule, const uint32_t *x, int n, uint8_t *out);
