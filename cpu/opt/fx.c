@@ -186,7 +186,7 @@ void fx_block(const cpu_kernels *kern, const fx_step *st, const fx_mat *a, int64
     double apad[KERN_MR * 32];
     uint16_t aepad[KERN_MR * 32];
     uint32_t acc0[KERN_MR][KERN_NR];
-    uint8_t pend[KERN_MR][KERN_NR];
+    uint32_t pend[KERN_MR][KERN_NR];
     unsigned npend;
     kern_partial part;
     for (int i0 = 0; i0 < m; i0 += KERN_MR) {

@@ -193,15 +193,15 @@ static inline v8sf in_exponent_sum(v8df S, v8si s, v8su at, v8si *zero)
  * with masks instead of branches; the exponent work in 32-bit lanes, the
  * sum in two halves of eight doubles. Returns the lanes still pending. */
 static inline void combine_in_exponent(const kern_partial *p, int r, int sa, const int *sb, uint32_t *acc,
-                                       uint8_t *pending)
+                                       uint32_t *pending)
 {
     for (int j0 = 0; j0 < KERN_NR; j0 += 16) {
         v16hu f16;
-        v16qu p8;
+        v16si pin;
         v16si s;
         v16su a;
         memcpy(&f16, &p->fields[r][j0], 32);
-        memcpy(&p8, &pending[j0], 16);
+        memcpy(&pin, &pending[j0], 64);
         memcpy(&s, &sb[j0], 64);
         memcpy(&a, &acc[j0], 64);
         s += sa;
@@ -210,7 +210,7 @@ static inline void combine_in_exponent(const kern_partial *p, int r, int sa, con
         v16si anz = (v16si)((a & 0x7FFFFFFFu) != 0u), pnz = ep >= (FX_PROD_MIN - 128);
         v16si racc = max16(ef, (v16si){0} + 1) - 127;
         v16si floor = (v16si){0} - 133;
-        v16si emax = max16(floor, max16(sel16i(pnz, ep + s, floor), sel16i(anz, racc, floor)));
+        v16si emax = max16(sel16i(pnz, ep + s, floor), sel16i(anz, racc, floor));
         v16si ok = (ef != 255) & (~pnz | (s - nl >= emax - 25));
         /* the accumulator truncated on the grid 2^(emax - 25): its low k bits cleared */
         v16si k = emax - racc - 2;
@@ -229,28 +229,26 @@ static inline void combine_in_exponent(const kern_partial *p, int r, int sa, con
         v16su rfe = (res >> 23) & 0xFFu;
         ok &= tz | ((v16si)(rfe != 0u) & (v16si)(rfe != 255u));
         res = sel16(tz, (v16su){0}, res); /* every zero +0 */
-        v16si pin = __builtin_convertvector(p8, v16si); /* pending columns keep their mark */
+        /* pending columns keep their mark */
         ok &= pin == 0;
         v16su out = sel16(ok, res, a);
-        v16qu np = __builtin_convertvector(sel16i(pin != 0, pin, ~ok & KERN_TRUNCATE), v16qu);
+        v16si np = sel16i(pin != 0, pin, ~ok & KERN_TRUNCATE);
         memcpy(&acc[j0], &out, 64);
-        memcpy(&pending[j0], &np, 16);
+        memcpy(&pending[j0], &np, 64);
     }
 }
 
 /* Whether any of a row's KERN_NR columns is pending. */
-static inline int any_pending(const uint8_t *pending)
+static inline int any_pending(const uint32_t *pending)
 {
-    uint64_t w[KERN_NR / 8];
-    memcpy(w, pending, sizeof w);
-    uint64_t any = 0;
-    for (int i = 0; i < KERN_NR / 8; i++)
-        any |= w[i];
+    uint32_t any = 0;
+    for (int i = 0; i < KERN_NR; i++)
+        any |= pending[i];
     return any != 0;
 }
 
 static void combine_row(kern_combine how, const kern_partial *p, int r, int sa, const int *sb, uint32_t *acc,
-                        uint8_t *pending)
+                        uint32_t *pending)
 {
     for (int j = 0; j < KERN_NR; j++) {
         if (pending[j])
@@ -337,13 +335,13 @@ static void truncated_sums(int kn, const double *a, const double *b, int64_t ldb
 
 static unsigned fix(kern_combine how, int kn, const double *a, int64_t lda, const double *b, int64_t ldb,
                     const kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb, uint32_t *acc,
-                    int64_t ldc, uint8_t (*pending)[KERN_NR])
+                    int64_t ldc, uint32_t (*pending)[KERN_NR])
 {
     unsigned left = 0;
     for (int r = 0; r < mr; r++) {
         if (!(rows >> r & 1))
             continue;
-        uint8_t *pend = pending[r];
+        uint32_t *pend = pending[r];
         uint32_t *ac = acc + r * ldc;
         double unit[KERN_NR], sum[KERN_NR];
         int grid[KERN_NR], want = 0;
@@ -412,7 +410,7 @@ static unsigned fix(kern_combine how, int kn, const double *a, int64_t lda, cons
 }
 
 static unsigned combine(kern_combine how, const kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb,
-                        uint32_t *acc, int64_t ldc, uint8_t (*pending)[KERN_NR])
+                        uint32_t *acc, int64_t ldc, uint32_t (*pending)[KERN_NR])
 {
     unsigned left = 0;
     for (int r = 0; r < mr; r++) {

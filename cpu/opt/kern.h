@@ -77,7 +77,7 @@ typedef struct cpu_kernels {
      * where the fast path cannot decide, and already pending columns left
      * alone. Returns the rows with a pending column, as bits. */
     unsigned (*combine)(kern_combine how, const kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb,
-                        uint32_t *acc, int64_t ldc, uint8_t (*pending)[KERN_NR]);
+                        uint32_t *acc, int64_t ldc, uint32_t (*pending)[KERN_NR]);
     /* The exact truncation step (fix in kern.c) for the columns marked
      * KERN_TRUNCATE in the rows of `rows`, after a combine over the same
      * group: A row r at a + r * lda (kn values), B rows at b + k * ldb.
@@ -85,7 +85,7 @@ typedef struct cpu_kernels {
      * the rows with a column still pending, as bits. */
     unsigned (*fix)(kern_combine how, int kn, const double *a, int64_t lda, const double *b, int64_t ldb,
                     const kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb, uint32_t *acc,
-                    int64_t ldc, uint8_t (*pending)[KERN_NR]);
+                    int64_t ldc, uint32_t (*pending)[KERN_NR]);
     /* P = exp2((x - m) + 8) for x != -Inf, else 0, as mxfa_exp2 computes it. */
     void (*softmax_p)(const float *x, int n, float m, float *p);
     /* p[j] = mxfa_exp2(x[j]) */
