@@ -178,15 +178,53 @@ static inline v16si sel16i(v16si m, v16si x, v16si y)
     return (m & x) | (~m & y);
 }
 
-/* T = S 2^s + acc (exact), cut to 24 bits and narrowed to fp32 (exact
- * where the result is normal); *zero marks the lanes where T is zero. */
-static inline v8sf in_exponent_sum(v8df S, v8si s, v8su at, v8si *zero)
+/* Lane conversions. GCC 12 splits the 512-bit ones of generic vectors into
+ * 128-bit pieces; with AVX-512 the intrinsics give one instruction each. */
+static inline v16si cvt_u16_i32(v16hu x)
 {
-    v8df af = __builtin_convertvector((v8sf)at, v8df);
-    v8df sc = (v8df)((__builtin_convertvector(s, v8di) + 1023) << 52);
+#if defined(__AVX512F__)
+    return (v16si)_mm512_cvtepu16_epi32((__m256i)x);
+#else
+    return __builtin_convertvector(x, v16si);
+#endif
+}
+
+static inline v8di cvt_i32_i64(v8si x)
+{
+#if defined(__AVX512F__)
+    return (v8di)_mm512_cvtepi32_epi64((__m256i)x);
+#else
+    return __builtin_convertvector(x, v8di);
+#endif
+}
+
+static inline v8df cvt_ps_pd(v8sf x)
+{
+#if defined(__AVX512F__)
+    return (v8df)_mm512_cvtps_pd((__m256)x);
+#else
+    return __builtin_convertvector(x, v8df);
+#endif
+}
+
+static inline v8sf cvt_pd_ps(v8df x)
+{
+#if defined(__AVX512F__)
+    return (v8sf)_mm512_cvtpd_ps((__m512d)x);
+#else
+    return __builtin_convertvector(x, v8sf);
+#endif
+}
+
+/* T = S 2^s + acc (exact), cut to 24 bits and narrowed to fp32: exact
+ * where the result is normal; a zero where |T| <= 2^-150, whose cut is
+ * zero as well. */
+static inline v8sf in_exponent_sum(v8df S, v8si s, v8su at)
+{
+    v8df af = cvt_ps_pd((v8sf)at);
+    v8df sc = (v8df)((cvt_i32_i64(s) + 1023) << 52);
     v8df T = S * sc + af;
-    *zero = __builtin_convertvector(T == 0.0, v8si);
-    return __builtin_convertvector((v8df)((v8di)T & ~SPLAT((INT64_C(1) << 29) - 1)), v8sf);
+    return cvt_pd_ps((v8df)((v8di)T & ~SPLAT((INT64_C(1) << 29) - 1)));
 }
 
 /* KERN_IN_EXPONENT sixteen lanes at a time: the scalar case below, written
@@ -205,7 +243,7 @@ static inline void combine_in_exponent(const kern_partial *p, int r, int sa, con
         memcpy(&s, &sb[j0], 64);
         memcpy(&a, &acc[j0], 64);
         s += sa;
-        v16si f = __builtin_convertvector(f16, v16si), ep = (f & 0xFF) - 128, nl = (f >> 8) - 128;
+        v16si f = cvt_u16_i32(f16), ep = (f & 0xFF) - 128, nl = (f >> 8) - 128;
         v16si ef = (v16si)((a >> 23) & 0xFFu);
         v16si anz = (v16si)((a & 0x7FFFFFFFu) != 0u), pnz = ep >= (FX_PROD_MIN - 128);
         v16si racc = max16(ef, (v16si){0} + 1) - 127;
@@ -221,11 +259,10 @@ static inline void combine_in_exponent(const kern_partial *p, int r, int sa, con
         v8si shi = __builtin_shufflevector(s, s, 8, 9, 10, 11, 12, 13, 14, 15);
         v8su alo = __builtin_shufflevector(at, at, 0, 1, 2, 3, 4, 5, 6, 7);
         v8su ahi = __builtin_shufflevector(at, at, 8, 9, 10, 11, 12, 13, 14, 15);
-        v8si zlo, zhi;
-        v8sf rlo = in_exponent_sum(load8(p->sum[r] + j0), slo, alo, &zlo);
-        v8sf rhi = in_exponent_sum(load8(p->sum[r] + j0 + 8), shi, ahi, &zhi);
+        v8sf rlo = in_exponent_sum(load8(p->sum[r] + j0), slo, alo);
+        v8sf rhi = in_exponent_sum(load8(p->sum[r] + j0 + 8), shi, ahi);
         v16su res = (v16su)__builtin_shufflevector(rlo, rhi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-        v16si tz = __builtin_shufflevector(zlo, zhi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        v16si tz = (v16si)((res << 1) == 0u); /* |T| <= 2^-150: the cut result is zero */
         v16su rfe = (res >> 23) & 0xFFu;
         ok &= tz | ((v16si)(rfe != 0u) & (v16si)(rfe != 255u));
         res = sel16(tz, (v16su){0}, res); /* every zero +0 */
@@ -323,14 +360,21 @@ static void combine_row(kern_combine how, const kern_partial *p, int r, int sa, 
  */
 static void truncated_sums(int kn, const double *a, const double *b, int64_t ldb, const double *unit, double *out)
 {
-    for (int j0 = 0; j0 < KERN_NR; j0 += 8) {
-        v8df m = load8(unit + j0), t = {0};
-        for (int k = 0; k < kn; k++) {
-            v8df p = (a[k] * load8(b + k * ldb + j0)) * m;
-            t += __builtin_convertvector(__builtin_convertvector(p, v8di), v8df);
-        }
-        memcpy(out + j0, &t, sizeof t);
+    v8df m0 = load8(unit), m1 = load8(unit + 8), m2 = load8(unit + 16), m3 = load8(unit + 24);
+    v8df t0 = {0}, t1 = {0}, t2 = {0}, t3 = {0};
+    for (int k = 0; k < kn; k++) {
+        const double *bk = b + k * ldb;
+        double ak = a[k];
+        v8df va = {ak, ak, ak, ak, ak, ak, ak, ak};
+        t0 += __builtin_convertvector(__builtin_convertvector((va * load8(bk)) * m0, v8di), v8df);
+        t1 += __builtin_convertvector(__builtin_convertvector((va * load8(bk + 8)) * m1, v8di), v8df);
+        t2 += __builtin_convertvector(__builtin_convertvector((va * load8(bk + 16)) * m2, v8di), v8df);
+        t3 += __builtin_convertvector(__builtin_convertvector((va * load8(bk + 24)) * m3, v8di), v8df);
     }
+    memcpy(out, &t0, sizeof t0);
+    memcpy(out + 8, &t1, sizeof t1);
+    memcpy(out + 16, &t2, sizeof t2);
+    memcpy(out + 24, &t3, sizeof t3);
 }
 
 static unsigned fix(kern_combine how, int kn, const double *a, int64_t lda, const double *b, int64_t ldb,
