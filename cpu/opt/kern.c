@@ -103,45 +103,6 @@ static void dot(int kn, const double *a, const uint16_t *ae, int64_t lda, const 
     }
 }
 
-static inline uint64_t dbits(double d)
-{
-    uint64_t u;
-    memcpy(&u, &d, 8);
-    return u;
-}
-
-static inline double dfrom(uint64_t u)
-{
-    double d;
-    memcpy(&d, &u, 8);
-    return d;
-}
-
-static inline double pow2d(int e) /* e within the normal double range */
-{
-    return dfrom((uint64_t)(e + 1023) << 52);
-}
-
-/* x + y rounded once to fp32 (nearest even), for exact doubles x and y:
- * the double sum made round-to-odd from its exact error, then narrowed. */
-static inline uint32_t add_rne_f32(double x, double y, int *ok)
-{
-    double s = x + y, bb = s - x;
-    double err = (x - (s - bb)) + (y - bb);
-    uint64_t u = dbits(s);
-    if (err != 0.0) {
-        if ((err < 0) != (s < 0))
-            u -= 1; /* the sum rounded away from zero: step back */
-        u |= 1;
-    }
-    int e = (int)((u >> 52) & 0x7FF) - 1023;
-    *ok = s == 0.0 || (e >= -126 && e <= 127);
-    float f = (float)dfrom(u);
-    uint32_t r;
-    memcpy(&r, &f, 4);
-    return s == 0.0 ? 0u : r;
-}
-
 typedef int64_t v8di __attribute__((vector_size(64)));
 typedef float v8sf __attribute__((vector_size(32)));
 typedef int32_t v8si __attribute__((vector_size(32)));
@@ -159,6 +120,7 @@ static inline v8di sel(v8di m, v8di x, v8di y)
 typedef int32_t v16si __attribute__((vector_size(64)));
 typedef uint8_t v16qu __attribute__((vector_size(16)));
 typedef uint16_t v16hu __attribute__((vector_size(32)));
+typedef uint16_t v8hu __attribute__((vector_size(16)));
 typedef float v16sf __attribute__((vector_size(64)));
 
 
@@ -284,71 +246,6 @@ static inline int any_pending(const uint32_t *pending)
     return any != 0;
 }
 
-static void combine_row(kern_combine how, const kern_partial *p, int r, int sa, const int *sb, uint32_t *acc,
-                        uint32_t *pending)
-{
-    for (int j = 0; j < KERN_NR; j++) {
-        if (pending[j])
-            continue;
-        int ep = (int)(p->fields[r][j] & 0xFF) - 128, nl = (int)(p->fields[r][j] >> 8) - 128;
-        int pnz = ep >= FX_PROD_MIN - 128, s = sa + sb[j];
-        double S = p->sum[r][j];
-        uint32_t a = acc[j], ef = (a >> 23) & 0xFF;
-        int anz = (a & 0x7FFFFFFFu) != 0, ok = ef != 0xFF;
-        uint32_t res = 0;
-        float af;
-        memcpy(&af, &a, 4);
-        switch (how) {
-        case KERN_IN_EXPONENT: {
-            int racc = ef ? (int)ef - 127 : -126, emax = -133;
-            if (pnz && ep + s > emax)
-                emax = ep + s;
-            if (anz && racc > emax)
-                emax = racc;
-            int g = emax - 25;
-            ok &= !pnz || s - nl >= g; /* every product on the grid */
-            int k = g - (racc - 23);   /* accumulator bits below the grid */
-            uint32_t mask = k <= 0 ? 0xFFFFFFFFu : k >= 24 ? 0x80000000u : ~((1u << k) - 1);
-            uint32_t at = a & mask;
-            float atf;
-            memcpy(&atf, &at, 4);
-            double T = S * pow2d(s) + (double)atf;
-            uint64_t tb = dbits(T);
-            int te = (int)((tb >> 52) & 0x7FF) - 1023;
-            ok &= T == 0.0 || (te >= -126 && te <= 127);
-            float rf = (float)dfrom(tb & ~((UINT64_C(1) << 29) - 1)); /* cut to 24 bits: exact */
-            memcpy(&res, &rf, 4);
-            if (T == 0.0)
-                res = 0; /* every zero result is +0 */
-            break;
-        }
-        case KERN_EXACT_PROMOTE: {
-            ok &= pnz && ep + nl <= 46; /* the double sum is exact */
-            int aok = 1;
-            res = add_rne_f32(S * pow2d(s), (double)af, &aok);
-            ok &= aok;
-            break;
-        }
-        case KERN_TRUNC13_PROMOTE: {
-            if (!pnz) { /* the partial is +0: the accumulator, a zero one +0 */
-                res = anz ? a : 0;
-                break;
-            }
-            ok &= ep + nl <= 13; /* every product on the grid 2^(emax - 13) */
-            double part = dfrom(dbits(S) & ~((UINT64_C(1) << 39) - 1)); /* cut to 14 bits */
-            int aok = 1;
-            res = part == 0.0 ? (anz ? a : 0) : add_rne_f32(part * pow2d(s), (double)af, &aok);
-            ok &= aok;
-            break;
-        }
-        }
-        if (ok)
-            acc[j] = res;
-        else
-            pending[j] = KERN_TRUNCATE;
-    }
-}
-
 /*
  * The exact truncation step for the columns the combine marked
  * KERN_TRUNCATE: the group's products each cut toward zero to the grid of
@@ -377,6 +274,41 @@ static void truncated_sums(int kn, const double *a, const double *b, int64_t ldb
     memcpy(out + 24, &t3, sizeof t3);
 }
 
+static inline v8di load8i(const int32_t *x)
+{
+    v8si v;
+    memcpy(&v, x, sizeof v);
+    return cvt_i32_i64(v);
+}
+
+static inline v8di load8u(const uint32_t *x)
+{
+    v8su v;
+    memcpy(&v, x, sizeof v);
+    return __builtin_convertvector(v, v8di);
+}
+
+static inline v8df pow2v(v8di e) /* e within the normal double range */
+{
+    return (v8df)((e + 1023) << 52);
+}
+
+/* fp32 bits (in 64-bit lanes) of x + y rounded once to nearest even, for
+ * exact doubles x and y (add_rne_f32, eight lanes); *ok where the sum is
+ * zero or normal in fp32 */
+static inline v8di add_rne_f32v(v8df x, v8df y, v8di *ok)
+{
+    v8df s = x + y, bb = s - x;
+    v8df err = (x - (s - bb)) + (y - bb);
+    v8di u = (v8di)s, inexact = err != 0.0;
+    u += inexact & ((err < 0.0) ^ (s < 0.0)); /* rounded away from zero: step back */
+    u |= inexact & 1;
+    v8di e = ((u >> 52) & 0x7FF) - 1023, zero = s == 0.0;
+    *ok = zero | ((e >= -126) & (e <= 127));
+    v8si r = (v8si)cvt_pd_ps((v8df)u);
+    return sel(zero, SPLAT(0), __builtin_convertvector((v8su)r, v8di));
+}
+
 static unsigned fix(kern_combine how, int kn, const double *a, int64_t lda, const double *b, int64_t ldb,
                     const kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb, uint32_t *acc,
                     int64_t ldc, uint32_t (*pending)[KERN_NR])
@@ -385,72 +317,102 @@ static unsigned fix(kern_combine how, int kn, const double *a, int64_t lda, cons
     for (int r = 0; r < mr; r++) {
         if (!(rows >> r & 1))
             continue;
-        uint32_t *pend = pending[r];
-        uint32_t *ac = acc + r * ldc;
-        double unit[KERN_NR], sum[KERN_NR];
-        int grid[KERN_NR], want = 0;
-        for (int j = 0; j < KERN_NR; j++) {
-            unit[j] = 0.0;
-            if (pend[j] != KERN_TRUNCATE)
-                continue;
-            if (how == KERN_EXACT_PROMOTE) { /* nothing to truncate: the reference decides */
-                pend[j] = 1;
-                continue;
-            }
-            int ep = (int)(p->fields[r][j] & 0xFF) - 128, s = sa[r] + sb[j], g;
-            uint32_t ef = (ac[j] >> 23) & 0xFF;
-            if (how == KERN_IN_EXPONENT) {
-                int racc = ef ? (int)ef - 127 : -126, emax = -133;
-                if (ep >= FX_PROD_MIN - 128 && ep + s > emax)
-                    emax = ep + s;
-                if ((ac[j] & 0x7FFFFFFFu) && racc > emax)
-                    emax = racc;
-                g = emax - 25 - s; /* in the units of the unscaled products */
-            } else {
-                g = (ep > -133 ? ep : -133) - 13;
-            }
-            grid[j] = g;
-            unit[j] = pow2d(-g);
-            want = 1;
+        uint32_t *pend = pending[r], *ac = acc + r * ldc;
+        if (how == KERN_EXACT_PROMOTE) { /* nothing to truncate: the reference decides */
+            for (int j = 0; j < KERN_NR; j++)
+                pend[j] = pend[j] != 0;
+            left |= (unsigned)any_pending(pend) << r;
+            continue;
         }
-        if (want)
-            truncated_sums(kn, a + r * lda, b, ldb, unit, sum);
-        for (int j = 0; j < KERN_NR; j++) {
-            if (pend[j] != KERN_TRUNCATE)
-                continue;
-            uint32_t a0 = ac[j], ef = (a0 >> 23) & 0xFF, res = 0;
-            int s = sa[r] + sb[j], anz = (a0 & 0x7FFFFFFFu) != 0, ok = 1;
-            float af;
-            memcpy(&af, &a0, 4);
+        double unit[KERN_NR], sum[KERN_NR];
+        int64_t grid[KERN_NR];
+        /* the grid of each marked column, in units of the unscaled products */
+        for (int j0 = 0; j0 < KERN_NR; j0 += 8) {
+            v8hu f16;
+            memcpy(&f16, &p->fields[r][j0], sizeof f16);
+            v8di f = __builtin_convertvector(f16, v8di);
+            v8di ep = (f & 0xFF) - 128, s = load8i(sb + j0) + sa[r], av = load8u(ac + j0);
+            v8di want = load8u(pend + j0) == KERN_TRUNCATE, g;
             if (how == KERN_IN_EXPONENT) {
-                int racc = ef ? (int)ef - 127 : -126, g = grid[j] + s;
-                int k = g - (racc - 23); /* accumulator bits below the grid */
-                uint32_t mask = k <= 0 ? 0xFFFFFFFFu : k >= 24 ? 0x80000000u : ~((1u << k) - 1);
-                uint32_t at = a0 & mask;
-                float atf;
-                memcpy(&atf, &at, 4);
-                double T = sum[j] * pow2d(g) + (double)atf;
-                uint64_t tb = dbits(T);
-                int te = (int)((tb >> 52) & 0x7FF) - 1023;
-                ok = T == 0.0 || (te >= -126 && te <= 127);
-                float rf = (float)dfrom(tb & ~((UINT64_C(1) << 29) - 1));
-                memcpy(&res, &rf, 4);
-                if (T == 0.0)
-                    res = 0;
-            } else { /* KERN_TRUNC13_PROMOTE: the partial cut to 14 bits, then promoted */
-                double part = dfrom(dbits(sum[j] * pow2d(grid[j])) & ~((UINT64_C(1) << 39) - 1));
-                res = part == 0.0 ? (anz ? a0 : 0) : add_rne_f32(part * pow2d(s), (double)af, &ok);
+                v8di ef = (av >> 23) & 0xFF, racc = sel(ef == 0, SPLAT(-126), ef - 127);
+                v8di floor = SPLAT(-133), pnz = ep >= FX_PROD_MIN - 128, anz = (av & 0x7FFFFFFF) != 0;
+                v8di e1 = sel(pnz, ep + s, floor), e2 = sel(anz, racc, floor);
+                g = sel(e1 > e2, e1, e2) - 25 - s;
+            } else { /* KERN_TRUNC13_PROMOTE: the products alone, unscaled */
+                g = sel(ep > -133, ep, SPLAT(-133)) - 13;
             }
-            if (ok) {
-                ac[j] = res;
-                pend[j] = 0;
-            } else {
-                pend[j] = 1;
+            g = sel(want, g, SPLAT(0));
+            v8df u = (v8df)(want & (v8di)pow2v(-g));
+            memcpy(unit + j0, &u, sizeof u);
+            memcpy(grid + j0, &g, sizeof g);
+        }
+        truncated_sums(kn, a + r * lda, b, ldb, unit, sum);
+        /* the truncated sum meets the accumulator */
+        for (int j0 = 0; j0 < KERN_NR; j0 += 8) {
+            v8di s = load8i(sb + j0) + sa[r], av = load8u(ac + j0), pm = load8u(pend + j0);
+            v8di want = pm == KERN_TRUNCATE, g, res, ok;
+            memcpy(&g, grid + j0, sizeof g);
+            v8df S = load8(sum + j0), af = cvt_ps_pd((v8sf)__builtin_convertvector(av, v8si));
+            if (how == KERN_IN_EXPONENT) {
+                v8di ef = (av >> 23) & 0xFF, racc = sel(ef == 0, SPLAT(-126), ef - 127), gs = g + s;
+                v8di k = gs - (racc - 23); /* accumulator bits below the grid */
+                v8di kc = sel(k < 0, SPLAT(0), sel(k > 31, SPLAT(31), k));
+                v8di at = av & sel(k >= 24, SPLAT(0x80000000), SPLAT(0xFFFFFFFF) & ~((SPLAT(1) << kc) - 1));
+                v8df T = S * pow2v(gs) + cvt_ps_pd((v8sf)__builtin_convertvector(at, v8si));
+                v8si rf = (v8si)cvt_pd_ps((v8df)((v8di)T & ~SPLAT((INT64_C(1) << 29) - 1)));
+                res = __builtin_convertvector((v8su)rf, v8di);
+                v8di rfe = (res >> 23) & 0xFF, zero = (res & 0x7FFFFFFF) == 0; /* |T| <= 2^-150 */
+                ok = zero | ((rfe != 0) & (rfe != 255));
+                res = sel(zero, SPLAT(0), res);
+            } else { /* the partial cut to 14 bits, then promoted */
+                v8df part = (v8df)((v8di)(S * pow2v(g)) & ~SPLAT((INT64_C(1) << 39) - 1));
+                v8di pz = part == 0.0, anz = (av & 0x7FFFFFFF) != 0, rok;
+                v8di rr = add_rne_f32v(part * pow2v(s), af, &rok);
+                res = sel(pz, sel(anz, av, SPLAT(0)), rr);
+                ok = pz | rok;
             }
+            v8di out = sel(want & ok, res, av), np = sel(want, ~ok & 1, pm);
+            v8su o32 = __builtin_convertvector(out, v8su), p32 = __builtin_convertvector(np, v8su);
+            memcpy(ac + j0, &o32, sizeof o32);
+            memcpy(pend + j0, &p32, sizeof p32);
         }
         left |= (unsigned)any_pending(pend) << r;
     }
     return left;
+}
+
+/* The promoting steps eight lanes at a time. KERN_EXACT_PROMOTE: the
+ * double sum (exact when every product lies within 46 bits of the largest)
+ * times 2^s added to the accumulator with one rounding. KERN_TRUNC13_PROMOTE:
+ * a zero partial leaves the accumulator (a zero one +0); any other goes to
+ * the truncation step, which cuts every product to its grid. */
+static void combine_promote(kern_combine how, const kern_partial *p, int r, int sa, const int *sb, uint32_t *acc,
+                            uint32_t *pending)
+{
+    for (int j0 = 0; j0 < KERN_NR; j0 += 8) {
+        v8hu f16;
+        memcpy(&f16, &p->fields[r][j0], sizeof f16);
+        v8di f = __builtin_convertvector(f16, v8di), ep = (f & 0xFF) - 128, nl = (f >> 8) - 128;
+        v8di s = load8i(sb + j0) + sa, av = load8u(acc + j0), pm = load8u(pending + j0);
+        v8di pnz = ep >= FX_PROD_MIN - 128, anz = (av & 0x7FFFFFFF) != 0, ef = (av >> 23) & 0xFF;
+        v8df af = cvt_ps_pd((v8sf)__builtin_convertvector(av, v8si));
+        v8di res, ok, np;
+        if (how == KERN_EXACT_PROMOTE) {
+            v8di rok;
+            res = add_rne_f32v(load8(p->sum[r] + j0) * pow2v(s), af, &rok);
+            ok = (ef != 0xFF) & (ep + nl <= 46) & rok;
+            np = ~ok & 1; /* the reference decides */
+        } else {
+            res = sel(anz, av, SPLAT(0));
+            ok = (ef != 0xFF) & ~pnz;
+            np = sel(ef != 0xFF, SPLAT(KERN_TRUNCATE), SPLAT(1)) & ~ok;
+        }
+        v8di out = sel((pm == 0) & ok, res, av);
+        np = sel(pm != 0, pm, np);
+        v8su o32 = __builtin_convertvector(out, v8su), p32 = __builtin_convertvector(np, v8su);
+        memcpy(acc + j0, &o32, sizeof o32);
+        memcpy(pending + j0, &p32, sizeof p32);
+    }
 }
 
 static unsigned combine(kern_combine how, const kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb,
@@ -463,7 +425,7 @@ static unsigned combine(kern_combine how, const kern_partial *p, int mr, unsigne
         if (how == KERN_IN_EXPONENT)
             combine_in_exponent(p, r, sa[r], sb, acc + r * ldc, pending[r]);
         else
-            combine_row(how, p, r, sa[r], sb, acc + r * ldc, pending[r]);
+            combine_promote(how, p, r, sa[r], sb, acc + r * ldc, pending[r]);
         left |= (unsigned)any_pending(pending[r]) << r;
     }
     return left;
