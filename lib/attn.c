@@ -112,7 +112,7 @@ static mxfa_status check_attn(mxfa_ctx *ctx, const char *fn, const mxfa_attn_par
     return MXFA_OK;
 }
 
-MXFA_API mxfa_status mxfa_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
+static mxfa_status attn_fwd_in_env(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
                                    const mxfa_tensor *k, const mxfa_tensor *v, const int32_t *cu_seqlens_q,
                                    const int32_t *cu_seqlens_k, int batch, mxfa_tensor *o, mxfa_tensor *lse)
 {
@@ -127,7 +127,18 @@ MXFA_API mxfa_status mxfa_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, con
                                   &views[3], lse ? &views[4] : NULL);
 }
 
-MXFA_API mxfa_status mxfa_attn_fwd_f64(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
+MXFA_API mxfa_status mxfa_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
+                                   const mxfa_tensor *k, const mxfa_tensor *v, const int32_t *cu_seqlens_q,
+                                   const int32_t *cu_seqlens_k, int batch, mxfa_tensor *o, mxfa_tensor *lse)
+{
+    fenv_t env;
+    mxfa_fpenv_enter(&env);
+    mxfa_status st = attn_fwd_in_env(ctx, p, q, k, v, cu_seqlens_q, cu_seqlens_k, batch, o, lse);
+    mxfa_fpenv_leave(&env);
+    return st;
+}
+
+static mxfa_status attn_fwd_f64_in_env(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
                                        const mxfa_tensor *k, const mxfa_tensor *v, const int32_t *cu_seqlens_q,
                                        const int32_t *cu_seqlens_k, int batch, mxfa_tensor *o, mxfa_tensor *lse)
 {
@@ -140,6 +151,17 @@ MXFA_API mxfa_status mxfa_attn_fwd_f64(mxfa_ctx *ctx, const mxfa_attn_params *p,
         batch = 1;
     return mxfa_truth_attn_fwd(ctx, &r, &views[0], &views[1], &views[2], cu_seqlens_q, cu_seqlens_k, batch,
                                &views[3], lse ? &views[4] : NULL);
+}
+
+MXFA_API mxfa_status mxfa_attn_fwd_f64(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
+                                       const mxfa_tensor *k, const mxfa_tensor *v, const int32_t *cu_seqlens_q,
+                                       const int32_t *cu_seqlens_k, int batch, mxfa_tensor *o, mxfa_tensor *lse)
+{
+    fenv_t env;
+    mxfa_fpenv_enter(&env);
+    mxfa_status st = attn_fwd_f64_in_env(ctx, p, q, k, v, cu_seqlens_q, cu_seqlens_k, batch, o, lse);
+    mxfa_fpenv_leave(&env);
+    return st;
 }
 
 /* The backward pass's own tensors: dO (and O, LSE unless truth) as inputs,
@@ -176,7 +198,7 @@ static mxfa_status check_bwd(mxfa_ctx *ctx, const mxfa_view_nd *in, const mxfa_t
     return MXFA_OK;
 }
 
-MXFA_API mxfa_status mxfa_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
+static mxfa_status attn_bwd_in_env(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
                                    const mxfa_tensor *k, const mxfa_tensor *v, const mxfa_tensor *o,
                                    const mxfa_tensor *dout, const mxfa_tensor *lse, const int32_t *cu_seqlens_q,
                                    const int32_t *cu_seqlens_k, int batch, mxfa_tensor *dq, mxfa_tensor *dk,
@@ -194,7 +216,20 @@ MXFA_API mxfa_status mxfa_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, con
                                   cu_seqlens_k, batch, &ex[3], &ex[4], &ex[5]);
 }
 
-MXFA_API mxfa_status mxfa_attn_bwd_f64(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
+MXFA_API mxfa_status mxfa_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
+                                   const mxfa_tensor *k, const mxfa_tensor *v, const mxfa_tensor *o,
+                                   const mxfa_tensor *dout, const mxfa_tensor *lse, const int32_t *cu_seqlens_q,
+                                   const int32_t *cu_seqlens_k, int batch, mxfa_tensor *dq, mxfa_tensor *dk,
+                                   mxfa_tensor *dv)
+{
+    fenv_t env;
+    mxfa_fpenv_enter(&env);
+    mxfa_status st = attn_bwd_in_env(ctx, p, q, k, v, o, dout, lse, cu_seqlens_q, cu_seqlens_k, batch, dq, dk, dv);
+    mxfa_fpenv_leave(&env);
+    return st;
+}
+
+static mxfa_status attn_bwd_f64_in_env(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
                                        const mxfa_tensor *k, const mxfa_tensor *v, const mxfa_tensor *dout,
                                        const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k, int batch,
                                        mxfa_tensor *dq, mxfa_tensor *dk, mxfa_tensor *dv)
@@ -211,7 +246,19 @@ MXFA_API mxfa_status mxfa_attn_bwd_f64(mxfa_ctx *ctx, const mxfa_attn_params *p,
                                &ex[3], &ex[4], &ex[5]);
 }
 
-MXFA_API mxfa_status mxfa_attn_bwd_mx(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
+MXFA_API mxfa_status mxfa_attn_bwd_f64(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
+                                       const mxfa_tensor *k, const mxfa_tensor *v, const mxfa_tensor *dout,
+                                       const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k, int batch,
+                                       mxfa_tensor *dq, mxfa_tensor *dk, mxfa_tensor *dv)
+{
+    fenv_t env;
+    mxfa_fpenv_enter(&env);
+    mxfa_status st = attn_bwd_f64_in_env(ctx, p, q, k, v, dout, cu_seqlens_q, cu_seqlens_k, batch, dq, dk, dv);
+    mxfa_fpenv_leave(&env);
+    return st;
+}
+
+static mxfa_status attn_bwd_mx_in_env(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
                                       const mxfa_tensor *k, const mxfa_tensor *v, const mxfa_tensor *o,
                                       const mxfa_tensor *dout, const mxfa_tensor *lse, const int32_t *cu_seqlens_q,
                                       const int32_t *cu_seqlens_k, int batch, mxfa_tensor *dq, mxfa_mx *dk,
@@ -279,5 +326,18 @@ MXFA_API mxfa_status mxfa_attn_bwd_mx(mxfa_ctx *ctx, const mxfa_attn_params *p, 
     }
     free(gk);
     free(gv);
+    return st;
+}
+
+MXFA_API mxfa_status mxfa_attn_bwd_mx(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
+                                      const mxfa_tensor *k, const mxfa_tensor *v, const mxfa_tensor *o,
+                                      const mxfa_tensor *dout, const mxfa_tensor *lse, const int32_t *cu_seqlens_q,
+                                      const int32_t *cu_seqlens_k, int batch, mxfa_tensor *dq, mxfa_mx *dk,
+                                      mxfa_mx *dv)
+{
+    fenv_t env;
+    mxfa_fpenv_enter(&env);
+    mxfa_status st = attn_bwd_mx_in_env(ctx, p, q, k, v, o, dout, lse, cu_seqlens_q, cu_seqlens_k, batch, dq, dk, dv);
+    mxfa_fpenv_leave(&env);
     return st;
 }

@@ -25,7 +25,7 @@ static mxfa_status check_cd(mxfa_ctx *ctx, const mxfa_tensor *c, mxfa_tensor *d,
     return MXFA_OK;
 }
 
-MXFA_API mxfa_status mxfa_gemm(mxfa_ctx *ctx, const mxfa_mx *a, const mxfa_mx *b, const mxfa_tensor *c,
+static mxfa_status gemm_in_env(mxfa_ctx *ctx, const mxfa_mx *a, const mxfa_mx *b, const mxfa_tensor *c,
                                mxfa_model model, mxfa_tensor *d)
 {
     if (!ctx)
@@ -60,7 +60,17 @@ MXFA_API mxfa_status mxfa_gemm(mxfa_ctx *ctx, const mxfa_mx *a, const mxfa_mx *b
     return ctx->backend->gemm(ctx, model, &dv[0], &sv[0], &dv[1], &sv[1], have_c ? &cv : NULL, &outv);
 }
 
-MXFA_API mxfa_status mxfa_mma_chain(mxfa_ctx *ctx, mxfa_instr instr, const mxfa_tensor *a, const mxfa_tensor *b,
+MXFA_API mxfa_status mxfa_gemm(mxfa_ctx *ctx, const mxfa_mx *a, const mxfa_mx *b, const mxfa_tensor *c,
+                               mxfa_model model, mxfa_tensor *d)
+{
+    fenv_t env;
+    mxfa_fpenv_enter(&env);
+    mxfa_status st = gemm_in_env(ctx, a, b, c, model, d);
+    mxfa_fpenv_leave(&env);
+    return st;
+}
+
+static mxfa_status mma_chain_in_env(mxfa_ctx *ctx, mxfa_instr instr, const mxfa_tensor *a, const mxfa_tensor *b,
                                     const mxfa_tensor *c, mxfa_tensor *d)
 {
     if (!ctx)
@@ -81,4 +91,14 @@ MXFA_API mxfa_status mxfa_mma_chain(mxfa_ctx *ctx, mxfa_instr instr, const mxfa_
     CHECK(mxfa_check_disjoint(ctx, "d", &dv, "a", &av));
     CHECK(mxfa_check_disjoint(ctx, "d", &dv, "b", &bv));
     return ctx->backend->mma_chain(ctx, instr, &av, &bv, have_c ? &cv : NULL, &dv);
+}
+
+MXFA_API mxfa_status mxfa_mma_chain(mxfa_ctx *ctx, mxfa_instr instr, const mxfa_tensor *a, const mxfa_tensor *b,
+                                    const mxfa_tensor *c, mxfa_tensor *d)
+{
+    fenv_t env;
+    mxfa_fpenv_enter(&env);
+    mxfa_status st = mma_chain_in_env(ctx, instr, a, b, c, d);
+    mxfa_fpenv_leave(&env);
+    return st;
 }

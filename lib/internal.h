@@ -7,6 +7,7 @@
 #ifndef MXFA_INTERNAL_H
 #define MXFA_INTERNAL_H
 
+#include <fenv.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -193,5 +194,26 @@ mxfa_status mxfa_check_cu_seqlens(mxfa_ctx *ctx, const int32_t *cu_seqlens, int 
 
 /* The context's backend must be able to see `memory`. */
 mxfa_status mxfa_check_memory(mxfa_ctx *ctx, const char *what, const mxfa_tensor *t);
+
+/*
+ * The library computes in the default floating-point environment (round to
+ * nearest even, subnormals neither flushed nor treated as zero), whatever
+ * the caller's: each computing entry point (quantization, products,
+ * attention, metrics) runs between mxfa_fpenv_enter, which sets that
+ * environment, and mxfa_fpenv_leave, which restores the caller's, exception
+ * flags included. Threads the backends start set it themselves
+ * (cpu/opt/cpu.h).
+ */
+static inline void mxfa_fpenv_enter(fenv_t *saved)
+{
+    fegetenv(saved);
+    fesetenv(FE_DFL_ENV);
+}
+
+static inline void mxfa_fpenv_leave(const fenv_t *saved)
+{
+    fesetenv(saved);
+}
+
 
 #endif

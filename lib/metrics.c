@@ -26,7 +26,7 @@ static double load_any(const mxfa_view_nd *v, const int64_t *idx)
     }
 }
 
-MXFA_API mxfa_status mxfa_compare(const mxfa_tensor *out, const mxfa_tensor *ref, mxfa_metrics *m)
+static mxfa_status compare_in_env(const mxfa_tensor *out, const mxfa_tensor *ref, mxfa_metrics *m)
 {
     mxfa_clear_error(NULL);
     if (!out || !ref || !m)
@@ -71,4 +71,13 @@ MXFA_API mxfa_status mxfa_compare(const mxfa_tensor *out, const mxfa_tensor *ref
     m->skipped = skipped;
     m->mismatched_nonfinite = bad;
     return MXFA_OK;
+}
+
+MXFA_API mxfa_status mxfa_compare(const mxfa_tensor *out, const mxfa_tensor *ref, mxfa_metrics *m)
+{
+    fenv_t env;
+    mxfa_fpenv_enter(&env);
+    mxfa_status st = compare_in_env(out, ref, m);
+    mxfa_fpenv_leave(&env);
+    return st;
 }

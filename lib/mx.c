@@ -110,17 +110,36 @@ static mxfa_status quantize_common(mxfa_ctx *ctx, const char *fn, const mxfa_ten
     return st;
 }
 
-MXFA_API mxfa_status mxfa_quantize(mxfa_ctx *ctx, const mxfa_tensor *x, mxfa_preset preset, mxfa_mx *out)
+static mxfa_status quantize_in_env(mxfa_ctx *ctx, const mxfa_tensor *x, mxfa_preset preset, mxfa_mx *out)
 {
     return quantize_common(ctx, "mxfa_quantize", x, NULL, 0, preset, out);
 }
 
-MXFA_API mxfa_status mxfa_quantize_jagged(mxfa_ctx *ctx, const mxfa_tensor *x, const int32_t *cu_seqlens,
+MXFA_API mxfa_status mxfa_quantize(mxfa_ctx *ctx, const mxfa_tensor *x, mxfa_preset preset, mxfa_mx *out)
+{
+    fenv_t env;
+    mxfa_fpenv_enter(&env);
+    mxfa_status st = quantize_in_env(ctx, x, preset, out);
+    mxfa_fpenv_leave(&env);
+    return st;
+}
+
+static mxfa_status quantize_jagged_in_env(mxfa_ctx *ctx, const mxfa_tensor *x, const int32_t *cu_seqlens,
                                           int batch, mxfa_preset preset, mxfa_mx *out)
 {
     if (ctx && !cu_seqlens)
         return mxfa_fail(ctx, MXFA_ERR_NULL, "mxfa_quantize_jagged: cu_seqlens is NULL");
     return quantize_common(ctx, "mxfa_quantize_jagged", x, cu_seqlens, batch, preset, out);
+}
+
+MXFA_API mxfa_status mxfa_quantize_jagged(mxfa_ctx *ctx, const mxfa_tensor *x, const int32_t *cu_seqlens,
+                                          int batch, mxfa_preset preset, mxfa_mx *out)
+{
+    fenv_t env;
+    mxfa_fpenv_enter(&env);
+    mxfa_status st = quantize_jagged_in_env(ctx, x, cu_seqlens, batch, preset, out);
+    mxfa_fpenv_leave(&env);
+    return st;
 }
 
 /* Check an MXFP8 input in the compact layout; *dv and *sv are its views. */
@@ -137,7 +156,7 @@ static mxfa_status check_mx_input(mxfa_ctx *ctx, const char *what, const mxfa_mx
     return mxfa_check_matrix(ctx, "in->scales", &in->scales, DT(MXFA_E8M0), srows, scols, 0, sv);
 }
 
-MXFA_API mxfa_status mxfa_dequantize(mxfa_ctx *ctx, const mxfa_mx *in, mxfa_tensor *out)
+static mxfa_status dequantize_in_env(mxfa_ctx *ctx, const mxfa_mx *in, mxfa_tensor *out)
 {
     CHECK(check_ctx(ctx, "mxfa_dequantize"));
     mxfa_view dv, sv, ov;
@@ -146,6 +165,15 @@ MXFA_API mxfa_status mxfa_dequantize(mxfa_ctx *ctx, const mxfa_mx *in, mxfa_tens
     CHECK(mxfa_check_disjoint(ctx, "out", &ov, "in->data", &dv));
     CHECK(mxfa_check_disjoint(ctx, "out", &ov, "in->scales", &sv));
     return ctx->backend->dequantize(ctx, &dv, &sv, in->block, &ov);
+}
+
+MXFA_API mxfa_status mxfa_dequantize(mxfa_ctx *ctx, const mxfa_mx *in, mxfa_tensor *out)
+{
+    fenv_t env;
+    mxfa_fpenv_enter(&env);
+    mxfa_status st = dequantize_in_env(ctx, in, out);
+    mxfa_fpenv_leave(&env);
+    return st;
 }
 
 MXFA_API mxfa_status mxfa_transpose(mxfa_ctx *ctx, const mxfa_mx *in, mxfa_mx *out)

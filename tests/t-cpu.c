@@ -10,9 +10,14 @@
  */
 #include "config.h"
 
+#include <fenv.h>
 #include <math.h>
 #ifdef MXFA_HAVE_OPENMP
 #include <omp.h>
+#endif
+
+#if defined(__SSE2__)
+#include <xmmintrin.h>
 #endif
 
 #include "attn_util.h"
@@ -393,6 +398,97 @@ static void check_attn(int backward)
     }
 }
 
+/* ---- the caller's floating-point environment ---- */
+
+/* Round toward zero, and where the CPU has them flush-to-zero and
+ * denormals-are-zero, on this thread and every thread of the OpenMP pool
+ * (on = 0 restores the default). */
+static void caller_fpenv(int on)
+{
+#pragma omp parallel num_threads(4)
+    {
+        fesetround(on ? FE_TOWARDZERO : FE_TONEAREST);
+#if defined(__SSE2__)
+        _mm_setcsr(on ? _mm_getcsr() | 0x8040u : _mm_getcsr() & ~0x8040u);
+#endif
+    }
+    fesetround(on ? FE_TOWARDZERO : FE_TONEAREST);
+#if defined(__SSE2__)
+    _mm_setcsr(on ? _mm_getcsr() | 0x8040u : _mm_getcsr() & ~0x8040u);
+#endif
+}
+
+/* Products under every model (subnormal accumulators among C) and
+ * attention forward and backward into one buffer. */
+typedef struct fpenv_case {
+    mxfa_mx a, b;
+    float *c, *q, *k, *v, *dout;
+} fpenv_case;
+
+enum { FE_M = 37, FE_N = 45, FE_K = 100, FE_T = 100, FE_H = 2, FE_D = 64 };
+#define FE_OUT (4 * FE_M * FE_N + 4 * FE_T * FE_H * FE_D + FE_T * FE_H)
+
+static int fpenv_run(mxfa_ctx *c, const fpenv_case *fc, float *out)
+{
+    int good = 1;
+    for (int model = 0; model < 4; model++) {
+        mxfa_tensor C = mxfa_tensor_2d(fc->c, MXFA_F32, FE_M, FE_N), D = mxfa_tensor_2d(out, MXFA_F32, FE_M, FE_N);
+        good &= mxfa_gemm(c, &fc->a, &fc->b, &C, (mxfa_model)model, &D) == MXFA_OK;
+        out += FE_M * FE_N;
+    }
+    const int64_t n = FE_T * FE_H * FE_D;
+    mxfa_attn_params p;
+    mxfa_attn_params_default(&p);
+    p.causal = MXFA_CAUSAL;
+    p.block_m = p.block_n = 32;
+    mxfa_tensor Q = t3(fc->q, MXFA_F32, FE_T, FE_H, FE_D), K = t3(fc->k, MXFA_F32, FE_T, FE_H, FE_D);
+    mxfa_tensor V = t3(fc->v, MXFA_F32, FE_T, FE_H, FE_D), DO = t3(fc->dout, MXFA_F32, FE_T, FE_H, FE_D);
+    mxfa_tensor O = t3(out, MXFA_F32, FE_T, FE_H, FE_D), L = t2(out + n, MXFA_F32, FE_T, FE_H);
+    mxfa_tensor DQ = t3(out + n + FE_T * FE_H, MXFA_F32, FE_T, FE_H, FE_D);
+    mxfa_tensor DK = t3(out + 2 * n + FE_T * FE_H, MXFA_F32, FE_T, FE_H, FE_D);
+    mxfa_tensor DV = t3(out + 3 * n + FE_T * FE_H, MXFA_F32, FE_T, FE_H, FE_D);
+    good &= mxfa_attn_fwd(c, &p, &Q, &K, &V, NULL, NULL, 1, &O, &L) == MXFA_OK;
+    good &= mxfa_attn_bwd(c, &p, &Q, &K, &V, &O, &DO, &L, NULL, NULL, 1, &DQ, &DK, &DV) == MXFA_OK;
+    return good;
+}
+
+static void check_fpenv(void)
+{
+    fpenv_case fc;
+    uint8_t *ad = malloc(FE_M * FE_K), *as = malloc(FE_M * 4), *bd = malloc(FE_N * FE_K), *bs = malloc(FE_N * 4);
+    float *a = data(FE_M * FE_K, FE_K, 1), *b = data(FE_N * FE_K, FE_K, 1);
+    quantize_rows(ref, a, FE_M, FE_K, MXFA_E4M3, ad, as, &fc.a);
+    quantize_rows(ref, b, FE_N, FE_K, MXFA_E4M3, bd, bs, &fc.b);
+    fc.c = data(FE_M * FE_N, FE_N, 1);
+    for (int i = 0; i < FE_M * FE_N; i += 7) /* plenty of subnormal accumulators */
+        fc.c[i] = (float)(ldexp(1.0, -140) * (i % 5 - 2));
+    fc.q = randn3(FE_T * FE_H * FE_D, 0, FE_D);
+    fc.k = randn3(FE_T * FE_H * FE_D, 1, FE_D);
+    fc.v = randn3(FE_T * FE_H * FE_D, 0, FE_D);
+    fc.dout = randn3(FE_T * FE_H * FE_D, 0, FE_D);
+    float *want = malloc(FE_OUT * sizeof *want), *got = malloc(FE_OUT * sizeof *got);
+    memset(want, 0, FE_OUT * sizeof *want);
+    int bad = !fpenv_run(ref, &fc, want); /* in the default environment */
+    caller_fpenv(1);
+    for (int cfg = 0; cfg <= nconf; cfg++) {
+        memset(got, 0, FE_OUT * sizeof *got);
+        if (!fpenv_run(cfg ? use(cfg - 1) : ref, &fc, got) || !same(want, got, FE_OUT * sizeof *got)) {
+            int64_t i = 0;
+            while (i < FE_OUT && !memcmp(&want[i], &got[i], sizeof *got))
+                i++;
+            diag("under the caller's environment, %s differs from the default environment's results (first at %lld "
+                 "of %d: %a, not %a)",
+                 cfg ? conf_name[cfg - 1] : "ref", (long long)i, FE_OUT, i < FE_OUT ? got[i] : 0.0, i < FE_OUT ? want[i] : 0.0);
+            bad++;
+        }
+    }
+    caller_fpenv(0);
+    ok(bad == 0, "round toward zero, flush-to-zero and denormals-are-zero set by the caller on every thread: ref and "
+                 "%d cpu configurations still give the default environment's bits", nconf);
+    free(ad), free(as), free(bd), free(bs), free(a), free(b);
+    free(fc.c), free(fc.q), free(fc.k), free(fc.v), free(fc.dout), free(want), free(got);
+}
+
 int main(void)
 {
     rng_seed_from_env(606);
@@ -428,6 +524,7 @@ int main(void)
     check_gemm();
     check_attn(0);
     check_attn(1);
+    check_fpenv();
     mxfa_close(ref);
     for (int c = 0; c < nconf; c += 2)
         mxfa_close(cpus[c]);

@@ -443,26 +443,31 @@ mxfa_status mxfa_cpu_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mx
 {
     const int64_t hkv = k->shape[1], group = q->shape[1] / hkv, units = (int64_t)batch * hkv;
     int failed = 0;
-#pragma omp parallel for schedule(dynamic)
-    for (int64_t u = 0; u < units; u++) {
-        int b = (int)(u / hkv);
-        int64_t g = u % hkv;
-        bwd_kv job;
-        memset(&job, 0, sizeof job);
-        job.p = p;
-        job.kern = cpu_kern(ctx);
-        job.st = fx_step_block(p->model);
-        job.st_bf16 = fx_step_bf16(p->model);
-        job.d = q->shape[2];
-        job.log2e = f32_from_bits(LOG2E_BITS);
-        job.c = p->softmax_scale * job.log2e;
-        job.lq = (int64_t)cu_q[b + 1] - cu_q[b];
-        job.lk = (int64_t)cu_k[b + 1] - cu_k[b];
-        if (!run_kv(&job, q, k, v, o, dout, lse, cu_q[b], cu_k[b], g, group, dq, dk, dv)) {
+#pragma omp parallel
+    {
+        CPU_FPENV_ENTER;
+#pragma omp for schedule(dynamic)
+        for (int64_t u = 0; u < units; u++) {
+            int b = (int)(u / hkv);
+            int64_t g = u % hkv;
+            bwd_kv job;
+            memset(&job, 0, sizeof job);
+            job.p = p;
+            job.kern = cpu_kern(ctx);
+            job.st = fx_step_block(p->model);
+            job.st_bf16 = fx_step_bf16(p->model);
+            job.d = q->shape[2];
+            job.log2e = f32_from_bits(LOG2E_BITS);
+            job.c = p->softmax_scale * job.log2e;
+            job.lq = (int64_t)cu_q[b + 1] - cu_q[b];
+            job.lk = (int64_t)cu_k[b + 1] - cu_k[b];
+            if (!run_kv(&job, q, k, v, o, dout, lse, cu_q[b], cu_k[b], g, group, dq, dk, dv)) {
 #pragma omp atomic write
-            failed = 1;
+                failed = 1;
+            }
+            job_free(&job);
         }
-        job_free(&job);
+        CPU_FPENV_LEAVE;
     }
     if (failed)
         return mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "attention backward: out of memory");

@@ -287,6 +287,7 @@ mxfa_status mxfa_cpu_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mx
             int failed = 0;
 #pragma omp parallel
             {
+                CPU_FPENV_ENTER;
                 tile_ws w;
                 int ok = ws_alloc(&w, bm, p->block_n, d);
 #pragma omp for collapse(2) schedule(dynamic)
@@ -300,6 +301,7 @@ mxfa_status mxfa_cpu_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mx
                         }
                     }
                 ws_free(&w);
+                CPU_FPENV_LEAVE;
             }
             kv_free(&kv);
             if (failed)

@@ -5,6 +5,15 @@
 #include "fx.h"
 #include "ref.h"
 
+/* Each thread of a parallel region computes in the default floating-point
+ * environment (lib/internal.h): a team's threads keep the one they started
+ * with, whatever the caller has set since, so every region sets it for its
+ * own threads and restores it on the way out. */
+#define CPU_FPENV_ENTER                                                                                               \
+    fenv_t cpu_fpenv_saved_;                                                                                          \
+    mxfa_fpenv_enter(&cpu_fpenv_saved_)
+#define CPU_FPENV_LEAVE mxfa_fpenv_leave(&cpu_fpenv_saved_)
+
 typedef struct cpu_state {
     const cpu_kernels *kern;
 } cpu_state;

@@ -143,6 +143,7 @@ void fx_decode_rows(const mxfa_view *x, const mxfa_view *s, const fx_table *t, i
                         int *sexp, uint8_t *flag, int64_t ld_s)
 {
     int64_t rows = x->rows, K = x->cols, nkb = ceil_div(K, 32);
+/* table lookups and integer work only: no floating-point environment needed */
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++)
         for (int64_t kb = 0; kb < nkb; kb++) {

@@ -32,6 +32,7 @@ mxfa_status mxfa_cpu_gemm(mxfa_ctx *ctx, mxfa_model model, const mxfa_view *a, c
     int failed = 0;
 #pragma omp parallel
     {
+        CPU_FPENV_ENTER;
         uint32_t *acc = malloc(TILE_M * TILE_N * sizeof *acc);
         if (!acc) {
 #pragma omp atomic write
@@ -60,6 +61,7 @@ mxfa_status mxfa_cpu_gemm(mxfa_ctx *ctx, mxfa_model model, const mxfa_view *a, c
                         memcpy(view_at(d, i0 + i, j0 + j), &acc[i * TILE_N + j], 4);
             }
         free(acc);
+        CPU_FPENV_LEAVE;
     }
     if (failed)
         status = mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "mxfa_gemm: out of memory");
@@ -74,20 +76,25 @@ mxfa_status mxfa_cpu_mma_chain(mxfa_ctx *ctx, mxfa_instr instr, const mxfa_view 
                                const mxfa_view *c, const mxfa_view *d)
 {
     const int64_t M = d->rows, slice = 16;
-#pragma omp parallel for schedule(dynamic)
-    for (int64_t r0 = 0; r0 < M; r0 += slice) {
-        int64_t n = M - r0 < slice ? M - r0 : slice;
-        mxfa_view as = *a, cs, ds = *d;
-        as.base = view_at(a, r0, 0);
-        as.rows = n;
-        ds.base = view_at(d, r0, 0);
-        ds.rows = n;
-        if (c) {
-            cs = *c;
-            cs.base = view_at(c, r0, 0);
-            cs.rows = n;
+#pragma omp parallel
+    {
+        CPU_FPENV_ENTER;
+#pragma omp for schedule(dynamic)
+        for (int64_t r0 = 0; r0 < M; r0 += slice) {
+            int64_t n = M - r0 < slice ? M - r0 : slice;
+            mxfa_view as = *a, cs, ds = *d;
+            as.base = view_at(a, r0, 0);
+            as.rows = n;
+            ds.base = view_at(d, r0, 0);
+            ds.rows = n;
+            if (c) {
+                cs = *c;
+                cs.base = view_at(c, r0, 0);
+                cs.rows = n;
+            }
+            mxfa_ref_mma_chain(ctx, instr, &as, b, c ? &cs : NULL, &ds);
         }
-        mxfa_ref_mma_chain(ctx, instr, &as, b, c ? &cs : NULL, &ds);
+        CPU_FPENV_LEAVE;
     }
     return MXFA_OK;
 }

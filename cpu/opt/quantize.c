@@ -24,11 +24,16 @@ mxfa_status mxfa_cpu_quantize(mxfa_ctx *ctx, const mxfa_view *x, const mxfa_segm
     const cpu_kernels *kern = cpu_kern(ctx);
     if (block == MXFA_BLOCK_ROW) {
         int64_t rows = x->rows;
-#pragma omp parallel for schedule(dynamic)
-        for (int64_t r0 = 0; r0 < rows; r0 += ROWS_PER_TASK) {
-            int64_t n = rows - r0 < ROWS_PER_TASK ? rows - r0 : ROWS_PER_TASK;
-            mxfa_view xs = rows_of(x, r0, n), ds = rows_of(data, r0, n), ss = rows_of(scales, r0, n);
-            kern->quantize_rows(&xs, preset, &ds, &ss);
+#pragma omp parallel
+        {
+            CPU_FPENV_ENTER;
+#pragma omp for schedule(dynamic)
+            for (int64_t r0 = 0; r0 < rows; r0 += ROWS_PER_TASK) {
+                int64_t n = rows - r0 < ROWS_PER_TASK ? rows - r0 : ROWS_PER_TASK;
+                mxfa_view xs = rows_of(x, r0, n), ds = rows_of(data, r0, n), ss = rows_of(scales, r0, n);
+                kern->quantize_rows(&xs, preset, &ds, &ss);
+            }
+            CPU_FPENV_LEAVE;
         }
         return MXFA_OK;
     }
@@ -36,15 +41,21 @@ mxfa_status mxfa_cpu_quantize(mxfa_ctx *ctx, const mxfa_view *x, const mxfa_segm
     int64_t units = 0;
     for (int s = 0; s < nsegs; s++)
         units += ceil_div(segs[s].count, ROWS_PER_TASK);
-#pragma omp parallel for schedule(dynamic)
-    for (int64_t u = 0; u < units; u++) {
-        int64_t left = u;
-        int s = 0;
-        while (left >= ceil_div(segs[s].count, ROWS_PER_TASK))
-            left -= ceil_div(segs[s++].count, ROWS_PER_TASK);
-        int64_t off = left * ROWS_PER_TASK, n = segs[s].count - off < ROWS_PER_TASK ? segs[s].count - off : ROWS_PER_TASK;
-        mxfa_segment piece = {segs[s].src + off, n, segs[s].dst + off / 32};
-        kern->quantize_blocks(x, &piece, preset, block, data, scales);
+#pragma omp parallel
+    {
+        CPU_FPENV_ENTER;
+#pragma omp for schedule(dynamic)
+        for (int64_t u = 0; u < units; u++) {
+            int64_t left = u;
+            int s = 0;
+            while (left >= ceil_div(segs[s].count, ROWS_PER_TASK))
+                left -= ceil_div(segs[s++].count, ROWS_PER_TASK);
+            int64_t off = left * ROWS_PER_TASK,
+                    n = segs[s].count - off < ROWS_PER_TASK ? segs[s].count - off : ROWS_PER_TASK;
+            mxfa_segment piece = {segs[s].src + off, n, segs[s].dst + off / 32};
+            kern->quantize_blocks(x, &piece, preset, block, data, scales);
+        }
+        CPU_FPENV_LEAVE;
     }
     return MXFA_OK;
 }
@@ -75,13 +86,18 @@ mxfa_status mxfa_cpu_dequantize(mxfa_ctx *ctx, const mxfa_view *data, const mxfa
                                 const mxfa_view *out)
 {
     int64_t rows = data->rows;
-#pragma omp parallel for schedule(dynamic)
-    for (int64_t r0 = 0; r0 < rows; r0 += ROWS_PER_TASK) {
-        int64_t n = rows - r0 < ROWS_PER_TASK ? rows - r0 : ROWS_PER_TASK;
-        mxfa_view ds = rows_of(data, r0, n), os = rows_of(out, r0, n);
-        mxfa_view ss = rows_of(scales, block == MXFA_BLOCK_ROW ? r0 : r0 / 32,
-                               block == MXFA_BLOCK_ROW ? n : ceil_div(n, 32));
-        mxfa_ref_dequantize(ctx, &ds, &ss, block, &os);
+#pragma omp parallel
+    {
+        CPU_FPENV_ENTER;
+#pragma omp for schedule(dynamic)
+        for (int64_t r0 = 0; r0 < rows; r0 += ROWS_PER_TASK) {
+            int64_t n = rows - r0 < ROWS_PER_TASK ? rows - r0 : ROWS_PER_TASK;
+            mxfa_view ds = rows_of(data, r0, n), os = rows_of(out, r0, n);
+            mxfa_view ss = rows_of(scales, block == MXFA_BLOCK_ROW ? r0 : r0 / 32,
+                                   block == MXFA_BLOCK_ROW ? n : ceil_div(n, 32));
+            mxfa_ref_dequantize(ctx, &ds, &ss, block, &os);
+        }
+        CPU_FPENV_LEAVE;
     }
     return MXFA_OK;
 }
