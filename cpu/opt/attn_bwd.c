@@ -47,9 +47,10 @@ static int bmat_alloc(bmat *m, int64_t rows, int64_t cols, mxfa_dtype dt, int64_
     return 1;
 }
 
+/* blocks are 32 or 1 long along each side */
 static inline int64_t bidx(const bmat *m, int64_t r, int64_t c)
 {
-    return (r / m->br) * m->sc + c / m->bc;
+    return (m->br == 32 ? r >> 5 : r) * m->sc + (m->bc == 32 ? c >> 5 : c);
 }
 
 /* Quantized codes [rows, cols] with scales [ceil(rows/sbr), ceil(cols/sbc)]
@@ -67,20 +68,33 @@ static void bmat_fill(bmat *m, const uint8_t *codes, const uint8_t *scales, int6
             int64_t r1 = r0 + sbr < rows ? r0 + sbr : rows, c1 = c0 + sbc < cols ? c0 + sbc : cols;
             int64_t bi = transposed ? bidx(m, c0, r0) : bidx(m, r0, c0);
             int f = sb == 0xFF ? FX_NAN_SCALE : 0;
-            for (int64_t r = r0; r < r1; r++)
-                for (int64_t c = c0; c < c1; c++) {
-                    uint8_t code = codes[r * cols + c];
-                    int64_t mr = transposed ? c : r, mc = transposed ? r : c;
-                    if (widen) {
-                        mma_operand o = mxfa_mma_operand_fp8(&mxfa_fp8_e4m3, code);
-                        f |= fx_put_bf16_shifted(&m->x, mr, mc, mxfa_mma_widen_bf16_code(&o, (int)sb - 127, sb == 0xFF),
-                                                 (int)sb - 127);
-                    } else {
-                        f |= fx_put_fp8(&m->x, t, mr, mc, code);
+            if (!widen) { /* along m's rows, reading the codes transposed if asked */
+                int64_t mr0 = transposed ? c0 : r0, mr1 = transposed ? c1 : r1;
+                int64_t mc0 = transposed ? r0 : c0, mc1 = transposed ? r1 : c1, ld = m->x.ld;
+                int special = 0;
+                for (int64_t mr = mr0; mr < mr1; mr++) {
+                    double *v = &m->x.v[mr * ld];
+                    uint16_t *e = &m->x.e[mr * ld], *cd = &m->x.code[mr * ld];
+                    for (int64_t mc = mc0; mc < mc1; mc++) {
+                        uint8_t code = transposed ? codes[mc * cols + mr] : codes[mr * cols + mc];
+                        v[mc] = t->v[code];
+                        e[mc] = t->e[code];
+                        cd[mc] = code;
+                        special |= t->special[code];
                     }
                 }
+                m->sexp[bi] = (int)sb - 127;
+                m->flag[bi] |= (uint8_t)(f | (special ? FX_SPECIAL : 0));
+                continue;
+            }
+            for (int64_t r = r0; r < r1; r++) /* widened to bf16 */
+                for (int64_t c = c0; c < c1; c++) {
+                    mma_operand o = mxfa_mma_operand_fp8(&mxfa_fp8_e4m3, codes[r * cols + c]);
+                    f |= fx_put_bf16_shifted(&m->x, transposed ? c : r, transposed ? r : c,
+                                             mxfa_mma_widen_bf16_code(&o, (int)sb - 127, sb == 0xFF), (int)sb - 127);
+                }
             m->sexp[bi] = (int)sb - 127;
-            m->flag[bi] |= (uint8_t)(widen ? f & ~FX_NAN_SCALE : f);
+            m->flag[bi] |= (uint8_t)(f & ~FX_NAN_SCALE);
         }
 }
 
@@ -367,8 +381,10 @@ static int run_kv(bwd_kv *job, const mxfa_view_nd *q, const mxfa_view_nd *k, con
             bmat_fill(&job->kt, kc, ks, lk, d, 32, 32, 1, 0, job->st.widen);
             bmat_fill(&job->k, kc, ks, lk, d, 32, 32, 0, 0, job->st.widen);
             bmat_fill(&job->vt, vc, vs, lk, d, 1, 32, 1, 0, job->st.widen);
-            bmat_fill_bf16(&job->ktbf, kf, lk, d, 1);
-            bmat_fill_bf16(&job->kbf, kf, lk, d, 0);
+            if (p->causal == MXFA_CAUSAL) { /* bf16 operands: the diagonal blocks only */
+                bmat_fill_bf16(&job->ktbf, kf, lk, d, 1);
+                bmat_fill_bf16(&job->kbf, kf, lk, d, 0);
+            }
         }
         free(kc), free(ks), free(vc), free(vs), free(kf);
     }
@@ -383,9 +399,11 @@ static int run_kv(bwd_kv *job, const mxfa_view_nd *q, const mxfa_view_nd *k, con
             for (int i = 0; i < 4; i++)
                 memset(hm[i]->flag, 0, (size_t)hm[i]->nblk);
             bmat_fill(&job->q, qc, qs, lq, d, 32, 32, 0, 0, job->st.widen);
-            bmat_fill(&job->qw, qc, qs, lq, d, 32, 32, 0, 1, 0);
             bmat_fill(&job->dout, oc, os, lq, d, 32, 32, 0, 0, job->st.widen);
-            bmat_fill(&job->doutw, oc, os, lq, d, 32, 32, 0, 1, 0);
+            if (p->causal == MXFA_CAUSAL) {
+                bmat_fill(&job->qw, qc, qs, lq, d, 32, 32, 0, 1, 0);
+                bmat_fill(&job->doutw, oc, os, lq, d, 32, 32, 0, 1, 0);
+            }
         }
         free(qc), free(qs), free(oc), free(os);
         if (!ok)
