@@ -190,26 +190,28 @@ void fx_block(const cpu_kernels *kern, const fx_step *st, const fx_mat *a, int64
     uint32_t pend[KERN_MR][KERN_NR];
     unsigned npend;
     kern_partial part;
-    for (int i0 = 0; i0 < m; i0 += KERN_MR) {
-        int mr = m - i0 < KERN_MR ? m - i0 : KERN_MR;
-        const double *av = &a->v[(ar0 + i0) * a->ld + ak0];
-        const uint16_t *ae = &a->e[(ar0 + i0) * a->ld + ak0];
-        int64_t lda = a->ld;
-        if (mr < KERN_MR) { /* a short tile: the missing rows are zeros */
-            memset(apad, 0, sizeof apad);
-            memset(aepad, 0, sizeof aepad);
-            for (int r = 0; r < mr; r++)
-                for (int k = 0; k < kn; k++) {
-                    apad[r * 32 + k] = av[r * lda + k];
-                    aepad[r * 32 + k] = ae[r * lda + k];
-                }
-            av = apad;
-            ae = aepad;
-            lda = 32;
-        }
-        for (int j0 = 0; j0 < n; j0 += KERN_NR) {
-            const double *bv = &b->v[bk0 * b->ld + bc0 + j0];
-            const uint16_t *be = &b->e[bk0 * b->ld + bc0 + j0];
+    /* column tiles outside: one tile of B (32 columns of the block) stays in
+     * the first-level cache while the rows stream past it */
+    for (int j0 = 0; j0 < n; j0 += KERN_NR) {
+        const double *bv = &b->v[bk0 * b->ld + bc0 + j0];
+        const uint16_t *be = &b->e[bk0 * b->ld + bc0 + j0];
+        for (int i0 = 0; i0 < m; i0 += KERN_MR) {
+            int mr = m - i0 < KERN_MR ? m - i0 : KERN_MR;
+            const double *av = &a->v[(ar0 + i0) * a->ld + ak0];
+            const uint16_t *ae = &a->e[(ar0 + i0) * a->ld + ak0];
+            int64_t lda = a->ld;
+            if (mr < KERN_MR) { /* a short tile: the missing rows are zeros */
+                memset(apad, 0, sizeof apad);
+                memset(aepad, 0, sizeof aepad);
+                for (int r = 0; r < mr; r++)
+                    for (int k = 0; k < kn; k++) {
+                        apad[r * 32 + k] = av[r * lda + k];
+                        aepad[r * 32 + k] = ae[r * lda + k];
+                    }
+                av = apad;
+                ae = aepad;
+                lda = 32;
+            }
             for (int r = 0; r < mr; r++) {
                 int i = i0 + r;
                 if (group < kn) /* the fallback restarts the block from here */
