@@ -57,6 +57,8 @@ static int kv_build(const cpu_kernels *kern, const mxfa_attn_params *p, const fx
     }
     mxfa_view kcv = {kc, MXFA_E4M3, lk, d, d, 1}, ksv = {kscale, MXFA_E8M0, lk, ndb, ndb, 1};
     fx_decode_rows(&kcv, &ksv, t, 1, &s->kt, s->sk, s->fk, s->ldk);
+    /* table lookups and integer work only: no floating-point environment needed */
+#pragma omp parallel for schedule(static)
     for (int64_t kb = 0; kb < nkb; kb++)
         for (int64_t e = 0; e < d; e++) {
             uint8_t sb = vscale[kb * d + e];

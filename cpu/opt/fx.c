@@ -101,8 +101,8 @@ int fx_put_bf16_shifted(fx_mat *m, int64_t r, int64_t c, uint16_t h, int shift)
         return 0;
     m->v[i] = ldexp(o.sign ? -(double)o.sig : (double)o.sig, o.raw - shift - o.frac_bits);
     int e = fields(o.raw - shift, o.sig, o.frac_bits);
-    if (e < 0)
-        return FX_SPECIAL;
+    if (e < 0) /* normal: the double's exponent is the operand's */
+        return o.sig >> o.frac_bits ? FX_WIDE : FX_SPECIAL;
     m->e[i] = (uint16_t)e;
     return 0;
 }
@@ -188,6 +188,7 @@ void fx_block(const cpu_kernels *kern, const fx_step *st, const fx_mat *a, int64
     uint16_t aepad[KERN_MR * 32];
     uint32_t acc0[KERN_MR][KERN_NR];
     uint32_t pend[KERN_MR][KERN_NR];
+    uint8_t wide[KERN_MR][KERN_NR]; /* columns whose every group needs KERN_TRUNCATE_WIDE */
     unsigned npend;
     kern_partial part;
     /* column tiles outside: one tile of B (32 columns of the block) stays in
@@ -216,11 +217,13 @@ void fx_block(const cpu_kernels *kern, const fx_step *st, const fx_mat *a, int64
                 int i = i0 + r;
                 if (group < kn) /* the fallback restarts the block from here */
                     memcpy(acc0[r], &acc[i * ldc + j0], sizeof acc0[r]);
-                for (int j = 0; j < KERN_NR; j++)
-                    pend[r][j] = (fa[i] | fb[j0 + j]) != 0; /* 1: the reference decides */
-                if (st->widen) /* widening to bf16 must be exact and normal */
-                    for (int j = 0; j < KERN_NR; j++)
-                        pend[r][j] |= sa[i] < -110 || sa[i] > 110 || sb[j0 + j] < -110 || sb[j0 + j] > 110;
+                for (int j = 0; j < KERN_NR; j++) {
+                    int fl = fa[i] | fb[j0 + j]; /* 1: the reference decides */
+                    pend[r][j] = fl == 0 ? 0 : fl == FX_WIDE ? KERN_TRUNCATE_WIDE : 1;
+                    if (st->widen && (sa[i] < -110 || sa[i] > 110 || sb[j0 + j] < -110 || sb[j0 + j] > 110))
+                        pend[r][j] = 1; /* widening to bf16 must be exact and normal */
+                    wide[r][j] = pend[r][j] == KERN_TRUNCATE_WIDE;
+                }
             }
             npend = 0;
             unsigned rows = 0;
@@ -228,6 +231,11 @@ void fx_block(const cpu_kernels *kern, const fx_step *st, const fx_mat *a, int64
                 rows |= (unsigned)(!active || active[i0 + r]) << r;
             for (int g0 = 0; g0 < kn; g0 += group) {
                 int gn = kn - g0 < group ? kn - g0 : group;
+                if (g0 > 0) /* the fields still cannot be trusted */
+                    for (int r = 0; r < mr; r++)
+                        for (int j = 0; j < KERN_NR; j++)
+                            if (wide[r][j] && pend[r][j] == 0)
+                                pend[r][j] = KERN_TRUNCATE_WIDE;
                 kern->dot(gn, av + g0, ae + g0, lda, bv + g0 * b->ld, be + g0 * b->ld, b->ld, &part);
                 npend = kern->combine(st->how, &part, mr, rows, &sa[i0], &sb[j0], &acc[i0 * ldc + j0], ldc, pend);
                 if (npend)

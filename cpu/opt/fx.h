@@ -27,7 +27,9 @@ void fx_free(fx_mat *m);
 
 /* Flags of a row (A) or column (B) within one block. */
 #define FX_NAN_SCALE 1 /* the block's scale is NaN */
-#define FX_SPECIAL 2   /* an operand the fast path does not take (NaN, Inf, exponent out of range) */
+#define FX_SPECIAL 2   /* an operand only the reference takes (NaN, Inf, a bf16 subnormal out of range) */
+#define FX_WIDE 4      /* a normal operand whose fields are out of range: the truncation step takes it,
+                          reading its exponent from its double */
 
 /* Decoded fp8 codes: value, fields and whether the fast path takes them.
  * `normalized` gives the raw exponent of the normalized value (operands

@@ -309,6 +309,44 @@ static inline v8di add_rne_f32v(v8df x, v8df y, v8di *ok)
     return sel(zero, SPLAT(0), __builtin_convertvector((v8su)r, v8di));
 }
 
+/* For KERN_TRUNCATE_WIDE: the largest ea + eb over the group's non-zero
+ * products, the exponents read from the doubles (normal, so they are the
+ * operands' own); NO_PRODUCT where every product is zero. */
+#define NO_PRODUCT (-100000)
+
+static inline uint64_t bits_of(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
+}
+
+static void exact_emax(int kn, const double *a, const double *b, int64_t ldb, int64_t *out)
+{
+    v8di m0 = SPLAT(NO_PRODUCT), m1 = m0, m2 = m0, m3 = m0;
+    for (int k = 0; k < kn; k++) {
+        if (a[k] == 0.0)
+            continue;
+        v8di ea = SPLAT((int64_t)((bits_of(a[k]) >> 52) & 0x7FF) - 1023);
+        const double *bk = b + k * ldb;
+#define EXACT_EMAX_PART(m, off)                                                                                       \
+    do {                                                                                                              \
+        v8df vb = load8(bk + (off));                                                                                  \
+        v8di e = ea + ((((v8di)vb) >> 52) & 0x7FF) - 1023, take = (vb != 0.0) & (e > m);                               \
+        m = sel(take, e, m);                                                                                          \
+    } while (0)
+        EXACT_EMAX_PART(m0, 0);
+        EXACT_EMAX_PART(m1, 8);
+        EXACT_EMAX_PART(m2, 16);
+        EXACT_EMAX_PART(m3, 24);
+#undef EXACT_EMAX_PART
+    }
+    memcpy(out, &m0, sizeof m0);
+    memcpy(out + 8, &m1, sizeof m1);
+    memcpy(out + 16, &m2, sizeof m2);
+    memcpy(out + 24, &m3, sizeof m3);
+}
+
 static unsigned fix(kern_combine how, int kn, const double *a, int64_t lda, const double *b, int64_t ldb,
                     const kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb, uint32_t *acc,
                     int64_t ldc, uint32_t (*pending)[KERN_NR])
@@ -325,17 +363,29 @@ static unsigned fix(kern_combine how, int kn, const double *a, int64_t lda, cons
             continue;
         }
         double unit[KERN_NR], sum[KERN_NR];
-        int64_t grid[KERN_NR];
+        int64_t grid[KERN_NR], wide_emax[KERN_NR];
+        int any_wide = 0;
+        for (int j = 0; j < KERN_NR; j++)
+            any_wide |= pend[j] == KERN_TRUNCATE_WIDE;
+        if (any_wide)
+            exact_emax(kn, a + r * lda, b, ldb, wide_emax);
         /* the grid of each marked column, in units of the unscaled products */
         for (int j0 = 0; j0 < KERN_NR; j0 += 8) {
             v8hu f16;
             memcpy(&f16, &p->fields[r][j0], sizeof f16);
             v8di f = __builtin_convertvector(f16, v8di);
             v8di ep = (f & 0xFF) - 128, s = load8i(sb + j0) + sa[r], av = load8u(ac + j0);
-            v8di want = load8u(pend + j0) == KERN_TRUNCATE, g;
+            v8di pm = load8u(pend + j0), g, pnz = ep >= FX_PROD_MIN - 128;
+            v8di want = (pm == KERN_TRUNCATE) | (pm == KERN_TRUNCATE_WIDE);
+            if (any_wide) {
+                v8di wide = pm == KERN_TRUNCATE_WIDE, xe;
+                memcpy(&xe, wide_emax + j0, sizeof xe);
+                ep = sel(wide, xe, ep);
+                pnz = sel(wide, xe > NO_PRODUCT, pnz);
+            }
             if (how == KERN_IN_EXPONENT) {
                 v8di ef = (av >> 23) & 0xFF, racc = sel(ef == 0, SPLAT(-126), ef - 127);
-                v8di floor = SPLAT(-133), pnz = ep >= FX_PROD_MIN - 128, anz = (av & 0x7FFFFFFF) != 0;
+                v8di floor = SPLAT(-133), anz = (av & 0x7FFFFFFF) != 0;
                 v8di e1 = sel(pnz, ep + s, floor), e2 = sel(anz, racc, floor);
                 g = sel(e1 > e2, e1, e2) - 25 - s;
             } else { /* KERN_TRUNC13_PROMOTE: the products alone, unscaled */
@@ -350,7 +400,7 @@ static unsigned fix(kern_combine how, int kn, const double *a, int64_t lda, cons
         /* the truncated sum meets the accumulator */
         for (int j0 = 0; j0 < KERN_NR; j0 += 8) {
             v8di s = load8i(sb + j0) + sa[r], av = load8u(ac + j0), pm = load8u(pend + j0);
-            v8di want = pm == KERN_TRUNCATE, g, res, ok;
+            v8di want = (pm == KERN_TRUNCATE) | (pm == KERN_TRUNCATE_WIDE), g, res, ok;
             memcpy(&g, grid + j0, sizeof g);
             v8df S = load8(sum + j0), af = cvt_ps_pd((v8sf)__builtin_convertvector(av, v8si));
             if (how == KERN_IN_EXPONENT) {

@@ -40,6 +40,9 @@ typedef struct kern_partial {
  * sum cannot be used, but the exact truncation step can (any other nonzero
  * mark leaves the column to the reference). */
 #define KERN_TRUNCATE 2
+/* The same where an operand's fields are out of range (fx.h, FX_WIDE): the
+ * truncation step finds the largest exponent from the doubles. */
+#define KERN_TRUNCATE_WIDE 3
 
 /* How a group's sum meets the accumulator (cpu/ref/mma.h, mma_scaling). */
 typedef enum kern_combine {
