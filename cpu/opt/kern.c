@@ -1,14 +1,18 @@
 /*
  * Vector kernels, compiled once per instruction set: KERN_NAME names the
  * table and the build gives the flags (Makefile.am). Written with GCC's
- * generic vectors, which each target lowers to its own instructions; only
- * the unsigned byte maximum needs the target's intrinsic.
+ * generic vectors, which each target lowers to its own instructions; the
+ * unsigned byte maximum and, under AVX-512, the 512-bit lane conversions
+ * use the target's intrinsics.
  *
  * Exactness. A product of two fp8 (or bf16) operands has at most 16
  * significant bits, and the combine accepts a group only when every
  * product lies on the grid of its step (so at most 27 + 5 bits wide in
- * total): every addition below is then exact, in any order, whether or not
- * the compiler fuses a multiply and an add.
+ * total); the truncation step sums integers below 2^27 in grid units. Every
+ * addition below is then exact, in any order, whether or not the compiler
+ * fuses a multiply and an add, and the few roundings the kernels rely on
+ * (to fp32, and the round-to-odd sum) are to nearest in the default
+ * floating-point environment, which the callers set (lib/internal.h).
  */
 #include <math.h>
 #include <string.h>

@@ -2,8 +2,9 @@
  * The vector kernels of the optimized backend, compiled once per instruction
  * set (kern.c with its own flags: scalar x86-64, AVX2+FMA, AVX-512) and
  * chosen at run time (backend.c). Every kernel is exact: where it cannot
- * give the reference's bits it says so (a pending flag) and the caller runs
- * the reference step for that element.
+ * give the reference's bits it says so (a pending mark), and the exact
+ * truncation step (fix) or, failing that, the reference step decides that
+ * element.
  */
 #ifndef MXFA_CPU_KERN_H
 #define MXFA_CPU_KERN_H
