@@ -351,6 +351,28 @@ static void exact_emax(int kn, const double *a, const double *b, int64_t ldb, in
     memcpy(out + 24, &m3, sizeof m3);
 }
 
+/* The same for eight columns, when only they are wanted (two sums, even
+ * and odd k, so that the additions overlap; integers, so the order does
+ * not matter). */
+static void truncated_sums8(int kn, const double *a, const double *b, int64_t ldb, const double *unit, double *out)
+{
+    v8df m = load8(unit), t0 = {0}, t1 = {0};
+    int k = 0;
+    for (; k + 1 < kn; k += 2) {
+        double a0 = a[k], a1 = a[k + 1];
+        v8df va0 = {a0, a0, a0, a0, a0, a0, a0, a0}, va1 = {a1, a1, a1, a1, a1, a1, a1, a1};
+        t0 += __builtin_convertvector(__builtin_convertvector((va0 * load8(b + k * ldb)) * m, v8di), v8df);
+        t1 += __builtin_convertvector(__builtin_convertvector((va1 * load8(b + (k + 1) * ldb)) * m, v8di), v8df);
+    }
+    if (k < kn) {
+        double a0 = a[k];
+        v8df va0 = {a0, a0, a0, a0, a0, a0, a0, a0};
+        t0 += __builtin_convertvector(__builtin_convertvector((va0 * load8(b + k * ldb)) * m, v8di), v8df);
+    }
+    t0 += t1;
+    memcpy(out, &t0, sizeof t0);
+}
+
 static unsigned fix(kern_combine how, int kn, const double *a, int64_t lda, const double *b, int64_t ldb,
                     const kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb, uint32_t *acc,
                     int64_t ldc, uint32_t (*pending)[KERN_NR])
@@ -369,8 +391,11 @@ static unsigned fix(kern_combine how, int kn, const double *a, int64_t lda, cons
         double unit[KERN_NR], sum[KERN_NR];
         int64_t grid[KERN_NR], wide_emax[KERN_NR];
         int any_wide = 0;
-        for (int j = 0; j < KERN_NR; j++)
+        unsigned chunks = 0; /* the groups of eight columns with a marked one */
+        for (int j = 0; j < KERN_NR; j++) {
             any_wide |= pend[j] == KERN_TRUNCATE_WIDE;
+            chunks |= (unsigned)(pend[j] == KERN_TRUNCATE || pend[j] == KERN_TRUNCATE_WIDE) << (j / 8);
+        }
         if (any_wide)
             exact_emax(kn, a + r * lda, b, ldb, wide_emax);
         /* the grid of each marked column, in units of the unscaled products */
@@ -400,7 +425,16 @@ static unsigned fix(kern_combine how, int kn, const double *a, int64_t lda, cons
             memcpy(unit + j0, &u, sizeof u);
             memcpy(grid + j0, &g, sizeof g);
         }
-        truncated_sums(kn, a + r * lda, b, ldb, unit, sum);
+        if (chunks & (chunks - 1)) { /* two groups of eight or more */
+            truncated_sums(kn, a + r * lda, b, ldb, unit, sum);
+        } else {
+            for (int c = 0; c < KERN_NR / 8; c++) {
+                if (chunks >> c & 1)
+                    truncated_sums8(kn, a + r * lda, b + 8 * c, ldb, unit + 8 * c, sum + 8 * c);
+                else
+                    memset(sum + 8 * c, 0, 8 * sizeof *sum);
+            }
+        }
         /* the truncated sum meets the accumulator */
         for (int j0 = 0; j0 < KERN_NR; j0 += 8) {
             v8di s = load8i(sb + j0) + sa[r], av = load8u(ac + j0), pm = load8u(pend + j0);
