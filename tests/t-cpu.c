@@ -6,7 +6,10 @@
  * attention forward and backward (every model, P mode, causal mode and
  * head dim, jagged GQA batches, odd tiles). Every ref result is compared
  * with the cpu backend on each instruction set this CPU runs (scalar, avx2,
- * avx512, forced through MXFA_CPU_ISA) at 1 and 2 threads.
+ * avx512, forced through MXFA_CPU_ISA) at 1 and 2 threads. Also: the scale
+ * rules over every binade of the amax, and every backend's results with
+ * the caller running under round toward zero, flush-to-zero and
+ * denormals-are-zero against the default environment's.
  */
 #include "config.h"
 

@@ -111,7 +111,6 @@ typedef int64_t v8di __attribute__((vector_size(64)));
 typedef float v8sf __attribute__((vector_size(32)));
 typedef int32_t v8si __attribute__((vector_size(32)));
 typedef uint32_t v8su __attribute__((vector_size(32)));
-typedef uint8_t v8qu __attribute__((vector_size(8)));
 
 #define SPLAT(x) ((v8di){0} + (x))
 
@@ -125,7 +124,6 @@ typedef int32_t v16si __attribute__((vector_size(64)));
 typedef uint8_t v16qu __attribute__((vector_size(16)));
 typedef uint16_t v16hu __attribute__((vector_size(32)));
 typedef uint16_t v8hu __attribute__((vector_size(16)));
-typedef float v16sf __attribute__((vector_size(64)));
 
 
 static inline v16su sel16(v16si m, v16su x, v16su y)
