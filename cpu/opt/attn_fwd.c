@@ -56,7 +56,7 @@ static int kv_build(const cpu_kernels *kern, const mxfa_attn_params *p, const fx
         return 0;
     }
     mxfa_view kcv = {kc, MXFA_E4M3, lk, d, d, 1}, ksv = {kscale, MXFA_E8M0, lk, ndb, ndb, 1};
-    fx_decode_rows(&kcv, &ksv, t, 1, &s->kt, s->sk, s->fk, s->ldk);
+    fx_decode_rows(kern, &kcv, &ksv, t, 1, &s->kt, s->sk, s->fk, s->ldk);
     /* table lookups and integer work only: no floating-point environment needed */
 #pragma omp parallel for schedule(static)
     for (int64_t kb = 0; kb < nkb; kb++)
@@ -154,7 +154,7 @@ static int run_tile(const fwd_job *job, const kv_side *kv, const mxfa_view *qs, 
     if (!mxfa_cpu_quantize_codes(kern, &qt, MXFA_BLOCK_ROW, p->preset, &qc, &qscale))
         return 0;
     mxfa_view qcv = {qc, MXFA_E4M3, nr, d, d, 1}, qsv = {qscale, MXFA_E8M0, nr, nd, nd, 1};
-    fx_decode_rows(&qcv, &qsv, t, 0, &w->q, w->sq, w->fq, p->block_m);
+    fx_decode_rows(kern, &qcv, &qsv, t, 0, &w->q, w->sq, w->fq, p->block_m);
     free(qc), free(qscale);
     for (int64_t i = 0; i < nr; i++) {
         w->m[i] = -INFINITY;
@@ -203,8 +203,14 @@ static int run_tile(const fwd_job *job, const kv_side *kv, const mxfa_view *qs, 
                 uint8_t codes[32];
                 kern->encode(&mxfa_fp8_e4m3, &rule, &w->pbits[b0], 32, codes);
                 int blk = (int)(b0 / 32), pexp = (int)rule.scale - 127 - 8, f = rule.scale == 0xFF ? FX_NAN_SCALE : 0;
-                for (int j = 0; j < 32; j++)
-                    f |= fx_put_fp8(&w->p, t, r, b0 + j, codes[j]);
+                if (job->st.widen) {
+                    for (int j = 0; j < 32; j++)
+                        f |= fx_put_fp8(&w->p, t, r, b0 + j, codes[j]);
+                } else {
+                    int64_t at = r * w->p.ld + b0;
+                    if (kern->decode_e4m3(codes, 32, &w->p.v[at], &w->p.e[at], &w->p.code[at]))
+                        f |= FX_SPECIAL;
+                }
                 w->sp[blk * p->block_m + r] = pexp;
                 w->fp[blk * p->block_m + r] = (uint8_t)f;
                 if (p->causal == MXFA_CAUSAL) { /* P / 256 in bf16, for diagonal blocks */

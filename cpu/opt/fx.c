@@ -139,19 +139,27 @@ fx_step fx_step_bf16(mxfa_model model)
 /* A matrix [rows, K] of fp8 codes with its compact scales, decoded as the
  * A side (rows) or, transposed, as the B side ([K, rows]). Scales and
  * flags land at [kb * ld_s + row]. */
-void fx_decode_rows(const mxfa_view *x, const mxfa_view *s, const fx_table *t, int transposed, fx_mat *m,
-                        int *sexp, uint8_t *flag, int64_t ld_s)
+void fx_decode_rows(const cpu_kernels *kern, const mxfa_view *x, const mxfa_view *s, const fx_table *t, int transposed,
+                    fx_mat *m, int *sexp, uint8_t *flag, int64_t ld_s)
 {
     int64_t rows = x->rows, K = x->cols, nkb = ceil_div(K, 32);
+    /* whole 32-blocks of E4M3 rows with the plain table: the vector decoder */
+    const int vector = !transposed && x->dtype == MXFA_E4M3 && x->cs == 1 && t == fx_table_fp8(MXFA_E4M3, 0);
 /* table lookups and integer work only: no floating-point environment needed */
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++)
         for (int64_t kb = 0; kb < nkb; kb++) {
             uint8_t sb = *(const uint8_t *)view_at(s, r, kb);
             int f = sb == 0xFF ? FX_NAN_SCALE : 0;
-            for (int64_t k = kb * 32; k < K && k < kb * 32 + 32; k++) {
-                uint8_t code = *(const uint8_t *)view_at(x, r, k);
-                f |= transposed ? fx_put_fp8(m, t, k, r, code) : fx_put_fp8(m, t, r, k, code);
+            if (vector && kb * 32 + 32 <= K) {
+                int64_t at = r * m->ld + kb * 32;
+                if (kern->decode_e4m3((const uint8_t *)view_at(x, r, kb * 32), 32, &m->v[at], &m->e[at], &m->code[at]))
+                    f |= FX_SPECIAL;
+            } else {
+                for (int64_t k = kb * 32; k < K && k < kb * 32 + 32; k++) {
+                    uint8_t code = *(const uint8_t *)view_at(x, r, k);
+                    f |= transposed ? fx_put_fp8(m, t, k, r, code) : fx_put_fp8(m, t, r, k, code);
+                }
             }
             sexp[kb * ld_s + r] = (int)sb - 127;
             flag[kb * ld_s + r] = (uint8_t)f;

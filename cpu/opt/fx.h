@@ -64,8 +64,8 @@ int fx_bf16_raw(uint16_t h);
  * (m[k][r]); the scale exponent and flags of row r in block kb land at
  * [kb * ld_s + r].
  */
-void fx_decode_rows(const mxfa_view *x, const mxfa_view *s, const fx_table *t, int transposed, fx_mat *m, int *sexp,
-                    uint8_t *flag, int64_t ld_s);
+void fx_decode_rows(const cpu_kernels *kern, const mxfa_view *x, const mxfa_view *s, const fx_table *t, int transposed,
+                    fx_mat *m, int *sexp, uint8_t *flag, int64_t ld_s);
 
 /* How one block of products meets the accumulator under a model. */
 typedef struct fx_step {

@@ -17,6 +17,7 @@ mxfa_status mxfa_cpu_gemm(mxfa_ctx *ctx, mxfa_model model, const mxfa_view *a, c
     const int64_t M = a->rows, N = b->rows, K = a->cols, nkb = ceil_div(K, 32);
     const int64_t Mp = round_up(M, KERN_MR), Np = round_up(N, KERN_NR);
     const fx_step st = fx_step_block(model);
+    const cpu_kernels *kern = cpu_kern(ctx);
     fx_mat A = {0}, B = {0};
     int *sexp_a = calloc((size_t)(nkb * Mp), sizeof(int)), *sexp_b = calloc((size_t)(nkb * Np), sizeof(int));
     uint8_t *flag_a = calloc((size_t)(nkb * Mp), 1), *flag_b = calloc((size_t)(nkb * Np), 1);
@@ -25,9 +26,8 @@ mxfa_status mxfa_cpu_gemm(mxfa_ctx *ctx, mxfa_model model, const mxfa_view *a, c
         status = mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "mxfa_gemm: out of memory");
         goto done;
     }
-    fx_decode_rows(a, sa, fx_table_fp8(a->dtype, st.widen), 0, &A, sexp_a, flag_a, Mp);
-    fx_decode_rows(b, sb, fx_table_fp8(b->dtype, st.widen), 1, &B, sexp_b, flag_b, Np);
-    const cpu_kernels *kern = cpu_kern(ctx);
+    fx_decode_rows(kern, a, sa, fx_table_fp8(a->dtype, st.widen), 0, &A, sexp_a, flag_a, Mp);
+    fx_decode_rows(kern, b, sb, fx_table_fp8(b->dtype, st.widen), 1, &B, sexp_b, flag_b, Np);
     const int64_t tm = ceil_div(M, TILE_M), tn = ceil_div(N, TILE_N);
     int failed = 0;
 #pragma omp parallel

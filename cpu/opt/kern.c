@@ -866,4 +866,43 @@ static void quantize_blocks(const mxfa_view *x, const mxfa_segment *seg, mxfa_pr
     }
 }
 
-const cpu_kernels KERN_NAME = {KERN_ISA, dot, combine, fix, softmax_p, exp2v, encode, quantize_rows, quantize_blocks};
+/*
+ * E4M3 codes decoded as fx_put_fp8 does with the format's table that is not
+ * normalized (fx.c): the value without its scale, the exponent fields, the
+ * code; zero codes give +0 and the field 0, NaN codes 0 and a nonzero
+ * return. Every finite E4M3 operand's fields are in range. n is a multiple
+ * of 8.
+ */
+static int decode_e4m3(const uint8_t *codes, int n, double *v, uint16_t *e, uint16_t *code)
+{
+    v8di nan = {0};
+    for (int j0 = 0; j0 < n; j0 += 8) {
+        uint8_t c8[8];
+        memcpy(c8, codes + j0, sizeof c8);
+        v8di c = {c8[0], c8[1], c8[2], c8[3], c8[4], c8[5], c8[6], c8[7]};
+        v8di E = (c >> 3) & 15, M = c & 7, mag = c & 0x7F;
+        v8di normal = E != 0, live = (mag != 0) & (mag != 0x7F), sign = (c >> 7) << 63;
+        v8di nb = sign | ((E - 7 + 1023) << 52) | (M << 49);
+        v8di sb = sign | (v8di)(__builtin_convertvector(M, v8df) * (1.0 / 512.0)); /* M 2^-9 */
+        v8di bits = live & sel(normal, nb, sb);
+        /* the raw exponent, and minus the exponent of the lowest set bit */
+        v8di raw = sel(normal, E, SPLAT(1)) - 7, sig = sel(normal, M + 8, M);
+        v8di tz = sel((sig & 1) != 0, SPLAT(0), sel((sig & 2) != 0, SPLAT(1), sel((sig & 4) != 0, SPLAT(2), SPLAT(3))));
+        v8di f = live & ((raw + FX_BIAS) | ((FX_BIAS - (raw - 3 + tz)) << 8));
+        nan |= mag == 0x7F;
+        uint16_t f16[8], c16[8];
+        for (int l = 0; l < 8; l++) {
+            f16[l] = (uint16_t)f[l];
+            c16[l] = (uint16_t)c[l];
+        }
+        memcpy(v + j0, &bits, sizeof bits);
+        memcpy(e + j0, f16, sizeof f16);
+        memcpy(code + j0, c16, sizeof c16);
+    }
+    int any = 0;
+    for (int l = 0; l < 8; l++)
+        any |= nan[l] != 0;
+    return any;
+}
+
+const cpu_kernels KERN_NAME = {KERN_ISA, dot, combine, fix, softmax_p, exp2v, encode, decode_e4m3, quantize_rows, quantize_blocks};

@@ -97,6 +97,9 @@ typedef struct cpu_kernels {
     /* fp8 codes of n fp32 values of one block under its rule (as
      * mxfa_ref_encode_element). */
     void (*encode)(const fp8_format *fmt, const mxfa_block_rule *rule, const uint32_t *x, int n, uint8_t *out);
+    /* n (a multiple of 8) E4M3 codes decoded as fx_put_fp8 does with the
+     * table that is not normalized; nonzero if one is NaN. */
+    int (*decode_e4m3)(const uint8_t *codes, int n, double *v, uint16_t *e, uint16_t *code);
     /* Quantization with row blocks of whole rows of x. */
     void (*quantize_rows)(const mxfa_view *x, mxfa_preset preset, const mxfa_view *data, const mxfa_view *scales);
     /* Col or square blocks of one piece of a sequence (seg: whole 32-row
