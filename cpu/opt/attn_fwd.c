@@ -173,13 +173,9 @@ static int run_tile(const fwd_job *job, const kv_side *kv, const mxfa_view *qs, 
         /* the online softmax, row by row, as the reference does it */
         for (int64_t r = 0; r < nr; r++) {
             const int64_t i = r0 + r, lim = key_limit(job, i);
-            float m_new = w->m[r];
-            for (int64_t j = 0; j < bn; j++) {
-                int64_t key = c0 + j;
-                w->x[j] = (key <= lim && key < lk) ? f32_of(w->s[r * ldsx + j]) * job->c : -INFINITY;
-                if (w->x[j] > m_new || isnan(w->x[j]))
-                    m_new = w->x[j];
-            }
+            int64_t nvis = (lim < lk - 1 ? lim : lk - 1) + 1 - c0; /* keys [c0, c0 + nvis) */
+            nvis = nvis < 0 ? 0 : nvis > bn ? bn : nvis;
+            float m_new = kern->scores(&w->s[r * ldsx], (int)nvis, (int)bn, job->c, w->m[r], w->x);
             w->row_on[r] = m_new != -INFINITY;
             if (!w->row_on[r])
                 continue;

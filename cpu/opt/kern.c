@@ -905,4 +905,38 @@ static int decode_e4m3(const uint8_t *codes, int n, double *v, uint16_t *e, uint
     return any;
 }
 
-const cpu_kernels KERN_NAME = {KERN_ISA, dot, combine, fix, softmax_p, exp2v, encode, decode_e4m3, quantize_rows, quantize_blocks};
+/* A row's scores x = S c for its nvis visible keys, -Inf for the rest of
+ * n, and the new running maximum: NaN if a score is NaN, else the largest
+ * of m and the scores. */
+static float scores(const uint32_t *s, int nvis, int n, float c, float m, float *x)
+{
+    typedef float v16sf __attribute__((vector_size(64)));
+    v16sf mx = (v16sf){0} + m;
+    v16si nan = {0};
+    int j = 0;
+    for (; j + 16 <= nvis; j += 16) {
+        v16sf v;
+        memcpy(&v, s + j, sizeof v);
+        v *= c;
+        memcpy(x + j, &v, sizeof v);
+        nan |= v != v;
+        v16si take = v > mx;
+        mx = (v16sf)sel16i(take, (v16si)v, (v16si)mx);
+    }
+    float r = m;
+    int any_nan = m != m;
+    for (int l = 0; l < 16; l++) {
+        any_nan |= nan[l] != 0;
+        r = mx[l] > r ? mx[l] : r;
+    }
+    for (; j < nvis; j++) {
+        x[j] = f32_from_bits(s[j]) * c;
+        any_nan |= x[j] != x[j];
+        r = x[j] > r ? x[j] : r;
+    }
+    for (; j < n; j++)
+        x[j] = -INFINITY;
+    return any_nan ? NAN : r;
+}
+
+const cpu_kernels KERN_NAME = {KERN_ISA, dot, combine, fix, scores, softmax_p, exp2v, encode, decode_e4m3, quantize_rows, quantize_blocks};

@@ -90,6 +90,9 @@ typedef struct cpu_kernels {
     unsigned (*fix)(kern_combine how, int kn, const double *a, int64_t lda, const double *b, int64_t ldb,
                     const kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb, uint32_t *acc,
                     int64_t ldc, uint32_t (*pending)[KERN_NR]);
+    /* x[j] = S[j] c for the first nvis of n keys, -Inf for the others; the
+     * new running maximum (NaN if a score is NaN, else max(m, x)). */
+    float (*scores)(const uint32_t *s, int nvis, int n, float c, float m, float *x);
     /* P = exp2((x - m) + 8) for x != -Inf, else 0, as mxfa_exp2 computes it. */
     void (*softmax_p)(const float *x, int n, float m, float *p);
     /* p[j] = mxfa_exp2(x[j]) */
