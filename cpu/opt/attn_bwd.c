@@ -67,34 +67,25 @@ static void bmat_fill(bmat *m, const uint8_t *codes, const uint8_t *scales, int6
             uint8_t sb = scales[rb * ssc + cb];
             int64_t r1 = r0 + sbr < rows ? r0 + sbr : rows, c1 = c0 + sbc < cols ? c0 + sbc : cols;
             int64_t bi = transposed ? bidx(m, c0, r0) : bidx(m, r0, c0);
-            int f = sb == 0xFF ? FX_NAN_SCALE : 0;
-            if (!widen) { /* along m's rows, reading the codes transposed if asked */
-                int64_t mr0 = transposed ? c0 : r0, mr1 = transposed ? c1 : r1;
-                int64_t mc0 = transposed ? r0 : c0, mc1 = transposed ? r1 : c1, ld = m->x.ld;
-                int special = 0;
-                for (int64_t mr = mr0; mr < mr1; mr++) {
-                    double *v = &m->x.v[mr * ld];
-                    uint16_t *e = &m->x.e[mr * ld], *cd = &m->x.code[mr * ld];
-                    for (int64_t mc = mc0; mc < mc1; mc++) {
-                        uint8_t code = transposed ? codes[mc * cols + mr] : codes[mr * cols + mc];
-                        v[mc] = t->v[code];
-                        e[mc] = t->e[code];
-                        cd[mc] = code;
-                        special |= t->special[code];
+            int f = 0;
+            /* along m's rows, reading the codes transposed if asked */
+            int64_t mr0 = transposed ? c0 : r0, mr1 = transposed ? c1 : r1;
+            int64_t mc0 = transposed ? r0 : c0, mc1 = transposed ? r1 : c1;
+            for (int64_t mr = mr0; mr < mr1; mr++)
+                for (int64_t mc = mc0; mc < mc1; mc++) {
+                    uint8_t code = transposed ? codes[mc * cols + mr] : codes[mr * cols + mc];
+                    if (widen) { /* a NaN scale widens to NaN operands */
+                        mma_operand o = mxfa_mma_operand_fp8(&mxfa_fp8_e4m3, code);
+                        f |= fx_put_bf16_shifted(&m->x, mr, mc, mxfa_mma_widen_bf16_code(&o, (int)sb - 127, sb == 0xFF),
+                                                 (int)sb - 127);
+                    } else {
+                        f |= fx_put_fp8(&m->x, t, mr, mc, code);
                     }
                 }
-                m->sexp[bi] = (int)sb - 127;
-                m->flag[bi] |= (uint8_t)(f | (special ? FX_SPECIAL : 0));
-                continue;
-            }
-            for (int64_t r = r0; r < r1; r++) /* widened to bf16 */
-                for (int64_t c = c0; c < c1; c++) {
-                    mma_operand o = mxfa_mma_operand_fp8(&mxfa_fp8_e4m3, codes[r * cols + c]);
-                    f |= fx_put_bf16_shifted(&m->x, transposed ? c : r, transposed ? r : c,
-                                             mxfa_mma_widen_bf16_code(&o, (int)sb - 127, sb == 0xFF), (int)sb - 127);
-                }
+            if (!widen && sb == 0xFF)
+                f |= FX_NAN_SCALE;
             m->sexp[bi] = (int)sb - 127;
-            m->flag[bi] |= (uint8_t)(f & ~FX_NAN_SCALE);
+            m->flag[bi] |= (uint8_t)f;
         }
 }
 
