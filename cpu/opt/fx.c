@@ -204,6 +204,11 @@ void fx_block(const cpu_kernels *kern, const fx_step *st, const fx_mat *a, int64
     for (int j0 = 0; j0 < n; j0 += KERN_NR) {
         const double *bv = &b->v[bk0 * b->ld + bc0 + j0];
         const uint16_t *be = &b->e[bk0 * b->ld + bc0 + j0];
+        /* whether any column of the tile is flagged: most tiles are clean,
+         * and then so is every row whose own flags are clear */
+        int cols_flagged = 0;
+        for (int j = 0; j < KERN_NR; j++)
+            cols_flagged |= fb[j0 + j] | (st->widen && (sb[j0 + j] < -110 || sb[j0 + j] > 110));
         for (int i0 = 0; i0 < m; i0 += KERN_MR) {
             int mr = m - i0 < KERN_MR ? m - i0 : KERN_MR;
             const double *av = &a->v[(ar0 + i0) * a->ld + ak0];
@@ -221,16 +226,23 @@ void fx_block(const cpu_kernels *kern, const fx_step *st, const fx_mat *a, int64
                 ae = aepad;
                 lda = 32;
             }
+            int any_wide = 0;
             for (int r = 0; r < mr; r++) {
                 int i = i0 + r;
                 if (group < kn) /* the fallback restarts the block from here */
                     memcpy(acc0[r], &acc[i * ldc + j0], sizeof acc0[r]);
+                if (!cols_flagged && !fa[i] && !(st->widen && (sa[i] < -110 || sa[i] > 110))) {
+                    memset(pend[r], 0, sizeof pend[r]);
+                    memset(wide[r], 0, sizeof wide[r]);
+                    continue;
+                }
                 for (int j = 0; j < KERN_NR; j++) {
                     int fl = fa[i] | fb[j0 + j]; /* 1: the reference decides */
                     pend[r][j] = fl == 0 ? 0 : fl == FX_WIDE ? KERN_TRUNCATE_WIDE : 1;
                     if (st->widen && (sa[i] < -110 || sa[i] > 110 || sb[j0 + j] < -110 || sb[j0 + j] > 110))
                         pend[r][j] = 1; /* widening to bf16 must be exact and normal */
                     wide[r][j] = pend[r][j] == KERN_TRUNCATE_WIDE;
+                    any_wide |= wide[r][j];
                 }
             }
             npend = 0;
@@ -239,7 +251,7 @@ void fx_block(const cpu_kernels *kern, const fx_step *st, const fx_mat *a, int64
                 rows |= (unsigned)(!active || active[i0 + r]) << r;
             for (int g0 = 0; g0 < kn; g0 += group) {
                 int gn = kn - g0 < group ? kn - g0 : group;
-                if (g0 > 0) /* the fields still cannot be trusted */
+                if (g0 > 0 && any_wide) /* the fields still cannot be trusted */
                     for (int r = 0; r < mr; r++)
                         for (int j = 0; j < KERN_NR; j++)
                             if (wide[r][j] && pend[r][j] == 0)
