@@ -53,6 +53,14 @@ static void skip_all(const char *reason)
     exit(0);
 }
 
+/* One test point that cannot run here (hardware this machine lacks). */
+static void skip(const char *reason) __attribute__((unused));
+static void skip(const char *reason)
+{
+    printf("ok %d # SKIP %s\n", ++tap_count, reason);
+    fflush(stdout);
+}
+
 static int done_testing(void) __attribute__((unused));
 static int done_testing(void)
 {

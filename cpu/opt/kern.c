@@ -527,11 +527,15 @@ static const uint32_t exp2_coef[7] = {
 static inline uint32_t exp2_lane(float xf, const float *c)
 {
     uint32_t xb = f32_bits(xf);
-    int e = (int)((xb >> 23) & 0xFF) - 127;
-    int64_t fixed = (int64_t)((xb & 0x7FFFFFu) | 0x800000u) << (e >= -1 && e < 8 ? e + 1 : 0);
-    if (xb >> 31)
-        fixed = -fixed;
-    int32_t nn = e >= -1 ? (int32_t)((fixed + (INT64_C(1) << 23)) >> 24) : 0;
+    /* n = floor(x + 1/2), which the reference finds from the bits: x
+     * rounded to an integer (to nearest even, by the 1.5 2^23 shift, exact
+     * for |x| <= 2^22), one up where x lies exactly halfway. Inputs outside
+     * [-127, 128] (NaN included) are clamped, and their results replaced
+     * below. */
+    float xc = xf > -127.0f ? xf : -127.0f;
+    xc = xc < 128.0f ? xc : 128.0f;
+    float rn = (xc + 12582912.0f) - 12582912.0f;
+    int32_t nn = (int32_t)rn + (xc - rn == 0.5f);
     float f = xf - (float)nn;
     float q = c[6];
     q = fmaf(q, f, c[5]);
@@ -550,12 +554,64 @@ static inline uint32_t exp2_lane(float xf, const float *c)
     return r;
 }
 
+typedef float v16f __attribute__((vector_size(64)));
+
+/* a b + c rounded once in every lane, as fmaf */
+static inline v16f fma16(v16f a, v16f b, v16f c)
+{
+#if defined(__AVX512F__)
+    return (v16f)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+#elif defined(__FMA__)
+    __m256 x[2], y[2], z[2];
+    memcpy(x, &a, 64);
+    memcpy(y, &b, 64);
+    memcpy(z, &c, 64);
+    x[0] = _mm256_fmadd_ps(x[0], y[0], z[0]);
+    x[1] = _mm256_fmadd_ps(x[1], y[1], z[1]);
+    v16f r;
+    memcpy(&r, x, 64);
+    return r;
+#else
+    for (int i = 0; i < 16; i++)
+        a[i] = fmaf(a[i], b[i], c[i]);
+    return a;
+#endif
+}
+
+/* exp2_lane in sixteen lanes: the same operations, masks for branches */
+static inline v16su exp2_16(v16f x)
+{
+    const v16su xb = (v16su)x;
+    v16f xc = (v16f)sel16((v16si)(x > -127.0f), (v16su)x, (v16su)((v16f){0} - 127.0f));
+    xc = (v16f)sel16((v16si)(xc < 128.0f), (v16su)xc, (v16su)((v16f){0} + 128.0f));
+    v16f rn = (xc + 12582912.0f) - 12582912.0f;
+    v16si nn = __builtin_convertvector(rn, v16si) - (v16si)(xc - rn == 0.5f);
+    v16f f = x - __builtin_convertvector(nn, v16f);
+    v16f q = (v16f){0} + f32_from_bits(exp2_coef[6]);
+    for (int i = 5; i >= 0; i--)
+        q = fma16(q, f, (v16f){0} + f32_from_bits(exp2_coef[i]));
+    v16su qb = (v16su)q;
+    v16si field = (v16si)((qb >> 23) & 0xFFu) + nn;
+    v16su r = sel16(field <= 0, (v16su){0},
+                    sel16(field >= 255, (v16su){0} + F32_INF, (qb & 0x807FFFFFu) | (v16su)field << 23));
+    r = sel16((v16si)xb >= 0x43000000, (v16su){0} + F32_INF, r);
+    r = sel16((v16si)(xb > 0xC2FC0000u), (v16su){0}, r);
+    return sel16((v16si)((xb & 0x7FFFFFFFu) > F32_INF), xb, r);
+}
+
 static void softmax_p(const float *x, int n, float m, float *p)
 {
     float c[7];
     for (int i = 0; i < 7; i++)
         c[i] = f32_from_bits(exp2_coef[i]);
-    for (int j = 0; j < n; j++) {
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+        v16f v;
+        memcpy(&v, x + j, 64);
+        v16su r = sel16((v16si)(v == -INFINITY), (v16su){0}, exp2_16((v - m) + 8.0f));
+        memcpy(p + j, &r, 64);
+    }
+    for (; j < n; j++) {
         uint32_t r = exp2_lane((x[j] - m) + 8.0f, c);
         p[j] = f32_from_bits(x[j] == -INFINITY ? 0u : r);
     }
@@ -566,7 +622,14 @@ static void exp2v(const float *x, int n, float *p)
     float c[7];
     for (int i = 0; i < 7; i++)
         c[i] = f32_from_bits(exp2_coef[i]);
-    for (int j = 0; j < n; j++)
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+        v16f v;
+        memcpy(&v, x + j, 64);
+        v16su r = exp2_16(v);
+        memcpy(p + j, &r, 64);
+    }
+    for (; j < n; j++)
         p[j] = f32_from_bits(exp2_lane(x[j], c));
 }
 
