@@ -187,6 +187,22 @@ static uint32_t fallback(const fx_step *st, const fx_mat *a, int64_t ai, int64_t
     return mxfa_mma_block(st->model, x, sa, nan_a, y, sb, nan_b, kn, acc);
 }
 
+/* A row's pending marks and wide flags cleared with plain vector stores:
+ * GCC turns a memset of this size, or a loop it recognizes as one, into a
+ * string instruction whose start-up cost was half of fx_block's time (the
+ * empty asm keeps the stores as they are). */
+static inline void clear_row(uint32_t *pend, uint8_t *wide)
+{
+    typedef uint32_t v4su __attribute__((vector_size(16), aligned(4)));
+    const v4su z = {0, 0, 0, 0};
+    for (int j = 0; j < KERN_NR; j += 4) {
+        *(v4su *)&pend[j] = z;
+        __asm__("" ::: "memory");
+    }
+    *(v4su *)&wide[0] = z;
+    *(v4su *)&wide[16] = z;
+}
+
 void fx_block(const cpu_kernels *kern, const fx_step *st, const fx_mat *a, int64_t ar0, int64_t ak0, const fx_mat *b,
               int64_t bk0, int64_t bc0, int kn, int m, int n, const int *sa, const uint8_t *fa, const int *sb,
               const uint8_t *fb, uint32_t *acc, int64_t ldc, const uint8_t *active)
@@ -232,8 +248,7 @@ void fx_block(const cpu_kernels *kern, const fx_step *st, const fx_mat *a, int64
                 if (group < kn) /* the fallback restarts the block from here */
                     memcpy(acc0[r], &acc[i * ldc + j0], sizeof acc0[r]);
                 if (!cols_flagged && !fa[i] && !(st->widen && (sa[i] < -110 || sa[i] > 110))) {
-                    memset(pend[r], 0, sizeof pend[r]);
-                    memset(wide[r], 0, sizeof wide[r]);
+                    clear_row(pend[r], wide[r]);
                     continue;
                 }
                 for (int j = 0; j < KERN_NR; j++) {
