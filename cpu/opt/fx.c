@@ -20,6 +20,11 @@ int fx_alloc(fx_mat *m, int64_t rows, int64_t cols, mxfa_dtype dtype)
     m->rows = rows;
     m->cols = cols;
     m->ld = round_up(cols > 0 ? cols : 1, KERN_NR);
+    /* Rows a multiple of 4 KiB apart share their first-level cache sets,
+     * and the 32 rows of a B tile then evict each other: one cache line of
+     * padding spreads them. */
+    if (m->ld % 512 == 0)
+        m->ld += 8;
     m->dtype = dtype;
     size_t n = (size_t)((rows > 0 ? rows : 1) * m->ld);
     m->v = calloc(n, sizeof *m->v);

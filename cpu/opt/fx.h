@@ -20,7 +20,8 @@ typedef struct fx_mat {
     mxfa_dtype dtype; /* E4M3, E5M2 or BF16 */
 } fx_mat;
 
-/* Zero-filled space for rows x cols (ld = cols rounded up to KERN_NR);
+/* Zero-filled space for rows x cols (ld = cols rounded up to KERN_NR, and
+ * padded off multiples of 4 KiB);
  * 0 when out of memory (nothing left allocated). */
 int fx_alloc(fx_mat *m, int64_t rows, int64_t cols, mxfa_dtype dtype);
 void fx_free(fx_mat *m);
