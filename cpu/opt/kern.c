@@ -203,9 +203,10 @@ static inline v8sf in_exponent_sum(v8df S, v8si s, v8su at)
 /* KERN_IN_EXPONENT sixteen lanes at a time: the scalar case below, written
  * with masks instead of branches; the exponent work in 32-bit lanes, the
  * sum in two halves of eight doubles. Returns the lanes still pending. */
-static inline void combine_in_exponent(const kern_partial *p, int r, int sa, const int *sb, uint32_t *acc,
-                                       uint32_t *pending)
+static inline int combine_in_exponent(const kern_partial *p, int r, int sa, const int *sb, uint32_t *acc,
+                                      uint32_t *pending)
 {
+    v16si any = {0};
     for (int j0 = 0; j0 < KERN_NR; j0 += 16) {
         v16hu f16;
         v16si pin;
@@ -245,7 +246,16 @@ static inline void combine_in_exponent(const kern_partial *p, int r, int sa, con
         v16si np = sel16i(pin != 0, pin, ~ok & KERN_TRUNCATE);
         memcpy(&acc[j0], &out, 64);
         memcpy(&pending[j0], &np, 64);
+        any |= np;
     }
+    /* whether a column is pending, from the registers (reading the marks
+     * back right after storing them stalls) */
+    v8si h = __builtin_shufflevector(any, any, 0, 1, 2, 3, 4, 5, 6, 7) |
+             __builtin_shufflevector(any, any, 8, 9, 10, 11, 12, 13, 14, 15);
+    int32_t o = 0;
+    for (int i = 0; i < 8; i++)
+        o |= h[i];
+    return o != 0;
 }
 
 /* Whether any of a row's KERN_NR columns is pending. */
@@ -517,11 +527,12 @@ static unsigned combine(kern_combine how, const kern_partial *p, int mr, unsigne
     for (int r = 0; r < mr; r++) {
         if (!(rows >> r & 1))
             continue;
-        if (how == KERN_IN_EXPONENT)
-            combine_in_exponent(p, r, sa[r], sb, acc + r * ldc, pending[r]);
-        else
+        if (how == KERN_IN_EXPONENT) {
+            left |= (unsigned)combine_in_exponent(p, r, sa[r], sb, acc + r * ldc, pending[r]) << r;
+        } else {
             combine_promote(how, p, r, sa[r], sb, acc + r * ldc, pending[r]);
-        left |= (unsigned)any_pending(pending[r]) << r;
+            left |= (unsigned)any_pending(pending[r]) << r;
+        }
     }
     return left;
 }
