@@ -308,6 +308,61 @@ static void check_gemm(void)
     ok(bad == 0, "instruction chains (wgmma fp8 and bf16, random codes) equal ref");
 }
 
+/*
+ * The edges of the fast combine: block scales that put the sums just below
+ * and just above the fp32 normal range (subnormal results must go to the
+ * reference; overflowing ones too), accumulators so small (down to fp32
+ * subnormals) that the group's grid lies above all their bits, rows of A
+ * that are all zero (no products: the accumulator alone sets the grid),
+ * and accumulators far larger than the products.
+ */
+static void check_gemm_ranges(void)
+{
+    const int64_t M = 37, N = 45, K = 96, kb = K / 32;
+    static const int shift[] = {-66, -62, -58, 56, 60, 64}; /* added to each operand's scales */
+    static const int cexp[] = {-140, -126, -110, -100, 40};   /* the accumulators' magnitudes */
+    int bad = 0, cases = 0;
+    float *a = data(M * K, K, 0), *b = data(N * K, K, 0), *c = malloc((size_t)(M * N) * 4);
+    for (int64_t r = 0; r < M; r += 5) /* every fifth row of A zero */
+        for (int64_t k = 0; k < K; k++)
+            a[r * K + k] = 0.0f;
+    uint8_t *ad = malloc((size_t)(M * K)), *as = malloc((size_t)(M * kb)), *bd = malloc((size_t)(N * K));
+    uint8_t *bs = malloc((size_t)(N * kb)), *as0 = malloc((size_t)(M * kb)), *bs0 = malloc((size_t)(N * kb));
+    mxfa_mx A, B;
+    quantize_rows(ref, a, M, K, MXFA_E4M3, ad, as0, &A);
+    quantize_rows(ref, b, N, K, MXFA_E4M3, bd, bs0, &B);
+    A.scales.data = as;
+    B.scales.data = bs;
+    float *d[2] = {malloc((size_t)(M * N) * 4), malloc((size_t)(M * N) * 4)};
+    for (size_t si = 0; si < sizeof shift / sizeof shift[0]; si++)
+        for (size_t ci = 0; ci < sizeof cexp / sizeof cexp[0]; ci++) {
+            for (int64_t i = 0; i < M * kb; i++)
+                as[i] = (uint8_t)(as0[i] + shift[si] < 1 ? 1 : as0[i] + shift[si] > 254 ? 254 : as0[i] + shift[si]);
+            for (int64_t i = 0; i < N * kb; i++)
+                bs[i] = (uint8_t)(bs0[i] + shift[si] < 1 ? 1 : bs0[i] + shift[si] > 254 ? 254 : bs0[i] + shift[si]);
+            for (int64_t i = 0; i < M * N; i++)
+                c[i] = (float)ldexp(gauss(), cexp[ci] + (int)(i % 7));
+            for (int model = 0; model < 4; model++)
+                for (int cfg = 0; cfg <= nconf; cfg++) {
+                    mxfa_tensor C = mxfa_tensor_2d(c, MXFA_F32, M, N), D = mxfa_tensor_2d(d[cfg > 0], MXFA_F32, M, N);
+                    if (mxfa_gemm(cfg ? use(cfg - 1) : ref, &A, &B, &C, (mxfa_model)model, &D) != MXFA_OK)
+                        bad++;
+                    if (!cfg)
+                        continue;
+                    cases++;
+                    if (!same(d[0], d[1], (size_t)(M * N) * 4)) {
+                        if (bad < 5)
+                            diag("gemm ranges: scale shift %d, C ~2^%d, model %d differs on %s", shift[si], cexp[ci],
+                                 model, conf_name[cfg - 1]);
+                        bad++;
+                    }
+                }
+        }
+    ok(bad == 0, "gemm at the edges of the fp32 range: %d cases (6 scale shifts x 5 accumulator sizes x 4 models x %d "
+                 "configurations) equal ref", cases, nconf);
+    free(a), free(b), free(c), free(ad), free(as), free(bd), free(bs), free(as0), free(bs0), free(d[0]), free(d[1]);
+}
+
 /* ---- attention ---- */
 typedef struct attn_case {
     int batch;
@@ -525,6 +580,7 @@ int main(void)
     check_quantize();
     check_scale_rules();
     check_gemm();
+    check_gemm_ranges();
     check_attn(0);
     check_attn(1);
     check_fpenv();

@@ -520,9 +520,85 @@ static void combine_promote(kern_combine how, const kern_partial *p, int r, int 
     }
 }
 
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+/*
+ * combine_in_exponent for AVX-512, every row of the partial: the same
+ * decisions with the lane masks in mask registers, so that a masked store
+ * leaves undecided accumulators alone. Where it saves work the values are
+ * kept biased: e1 = ep + s from the biased field, the accumulator's cut as
+ * an arithmetic shift of the sign bit (counts past 31 give all ones, so
+ * k <= 0 needs no clamp), cleared outright for k >= 24 (a zero accumulator
+ * of either sign: a zero result becomes +0 anyway), and 2^s as the product
+ * of 2^sa and 2^sb, exact in double for any two scales.
+ */
+static unsigned combine_in_exponent_avx512(const kern_partial *p, int mr, unsigned rows, const int *sa,
+                                           const int *sb, uint32_t *acc, int64_t ldc, uint32_t (*pending)[KERN_NR])
+{
+    const __m512i ff = _mm512_set1_epi32(0xFF), one = _mm512_set1_epi32(1);
+    __m512d pb[KERN_NR / 8]; /* 2^sb per column */
+    for (int c = 0; c < KERN_NR / 8; c++) {
+        __m512i e = _mm512_cvtepi32_epi64(_mm256_loadu_si256((const __m256i *)&sb[8 * c]));
+        pb[c] = _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_add_epi64(e, _mm512_set1_epi64(1023)), 52));
+    }
+    unsigned left = 0;
+    for (int r = 0; r < mr; r++) {
+        if (!(rows >> r & 1))
+            continue;
+        uint32_t *ac = acc + r * ldc, *pend = pending[r];
+        const __m512d pa = _mm512_set1_pd(ldexp(1.0, sa[r]));
+        __mmask16 undecided = 0;
+        for (int j0 = 0; j0 < KERN_NR; j0 += 16) {
+            __m512i f = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)&p->fields[r][j0]));
+            __m512i s = _mm512_add_epi32(_mm512_loadu_si512(&sb[j0]), _mm512_set1_epi32(sa[r] - 128)); /* s - 128 */
+            __m512i a = _mm512_loadu_si512(&ac[j0]), pin = _mm512_loadu_si512(&pend[j0]);
+            __m512i epb = _mm512_and_si512(f, ff), nlb = _mm512_srli_epi32(f, 8); /* ep + 128, nl + 128 */
+            __mmask16 pnz = _mm512_cmpge_epi32_mask(epb, _mm512_set1_epi32(FX_PROD_MIN));
+            __m512i ef = _mm512_and_si512(_mm512_srli_epi32(a, 23), ff);
+            __mmask16 anz = _mm512_test_epi32_mask(a, _mm512_set1_epi32(0x7FFFFFFF));
+            __m512i racc = _mm512_sub_epi32(_mm512_max_epi32(ef, one), _mm512_set1_epi32(127));
+            __m512i emax = _mm512_mask_mov_epi32(_mm512_set1_epi32(-133), pnz, _mm512_add_epi32(epb, s));
+            emax = _mm512_mask_max_epi32(emax, anz, emax, racc);
+            /* products off the grid 2^(emax - 25): s - nl < emax - 25 */
+            __m512i low = _mm512_add_epi32(_mm512_sub_epi32(s, nlb), _mm512_set1_epi32(128 + 128 + 25));
+            __mmask16 ok = _mm512_cmpneq_epi32_mask(ef, ff) & ~_mm512_mask_cmplt_epi32_mask(pnz, low, emax);
+            /* the accumulator on the grid: its low k bits cleared */
+            __m512i k = _mm512_sub_epi32(_mm512_sub_epi32(emax, racc), _mm512_set1_epi32(2));
+            __m512i keep = _mm512_srav_epi32(_mm512_set1_epi32(INT32_MIN), _mm512_sub_epi32(_mm512_set1_epi32(31), k));
+            __m512i at = _mm512_maskz_and_epi32(_mm512_cmplt_epi32_mask(k, _mm512_set1_epi32(24)), a, keep);
+            /* T = S 2^s + acc, cut to 24 bits, to fp32 */
+            const __m512i cut = _mm512_set1_epi64(~((INT64_C(1) << 29) - 1));
+            __m512d alo = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_castsi512_ps(at)));
+            __m512d ahi = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_extracti64x4_epi64(at, 1)));
+            __m512d tlo = _mm512_fmadd_pd(_mm512_loadu_pd(&p->sum[r][j0]), _mm512_mul_pd(pb[j0 / 8], pa), alo);
+            __m512d thi = _mm512_fmadd_pd(_mm512_loadu_pd(&p->sum[r][j0 + 8]), _mm512_mul_pd(pb[j0 / 8 + 1], pa), ahi);
+            __m256 rlo = _mm512_cvtpd_ps(_mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(tlo), cut)));
+            __m256 rhi = _mm512_cvtpd_ps(_mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(thi), cut)));
+            __m512i res = _mm512_castps_si512(_mm512_insertf32x8(_mm512_castps256_ps512(rlo), rhi, 1));
+            /* |T| <= 2^-150: the cut result is zero; else it must be normal */
+            __mmask16 tz = _mm512_testn_epi32_mask(res, _mm512_set1_epi32(0x7FFFFFFF));
+            __m512i rexp = _mm512_and_si512(res, _mm512_set1_epi32(0x7F800000));
+            __mmask16 normal = _mm512_test_epi32_mask(rexp, rexp) &
+                               _mm512_cmpneq_epi32_mask(rexp, _mm512_set1_epi32(0x7F800000));
+            /* pending columns keep their mark; the others are decided or marked */
+            __mmask16 done = ok & (tz | normal) & _mm512_testn_epi32_mask(pin, pin);
+            _mm512_mask_storeu_epi32(&ac[j0], done, _mm512_maskz_mov_epi32((__mmask16)~tz, res));
+            _mm512_mask_storeu_epi32(&pend[j0], (__mmask16)(~done & _mm512_testn_epi32_mask(pin, pin)),
+                                     _mm512_set1_epi32(KERN_TRUNCATE));
+            undecided |= (__mmask16)~done;
+        }
+        left |= (unsigned)(undecided != 0) << r;
+    }
+    return left;
+}
+#endif
+
 static unsigned combine(kern_combine how, const kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb,
                         uint32_t *acc, int64_t ldc, uint32_t (*pending)[KERN_NR])
 {
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+    if (how == KERN_IN_EXPONENT)
+        return combine_in_exponent_avx512(p, mr, rows, sa, sb, acc, ldc, pending);
+#endif
     unsigned left = 0;
     for (int r = 0; r < mr; r++) {
         if (!(rows >> r & 1))
