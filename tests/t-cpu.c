@@ -384,6 +384,12 @@ static int run_attn(const attn_case *ac, const mxfa_attn_params *p, int backward
     int64_t tq = ac->cq[ac->batch], tk = ac->ck[ac->batch], hq = ac->hq, hkv = ac->hkv, d = ac->d;
     float *q = randn3(tq * hq * d, 0, d), *k = randn3(tk * hkv * d, outlier, d), *v = randn3(tk * hkv * d, 0, d);
     float *dout = randn3(tq * hq * d, 0, d);
+    if (outlier == 2) { /* NaN and infinities in every input: blocks that only the reference takes */
+        q[7] = NAN, q[3 * d + 40] = INFINITY;
+        k[2 * d + 1] = NAN, k[40 * d + 9] = -INFINITY;
+        v[11 * d + 2] = NAN, v[50 * d + 3] = INFINITY;
+        dout[5] = -INFINITY, dout[20 * d + 33] = NAN;
+    }
     size_t nq = (size_t)(tq * hq * d) * 4, nk = (size_t)(tk * hkv * d) * 4;
     float *o[2], *lse[2], *dq[2], *dk[2], *dv[2];
     int good = 1;
@@ -454,6 +460,25 @@ static void check_attn(int backward)
         ok(bad == 0, "attention %s, batch %d, heads %lld/%lld, D %lld, tiles %dx%d: %d settings x %d configurations equal ref",
            what, ac->batch, (long long)ac->hq, (long long)ac->hkv, (long long)ac->d, ac->bm, ac->bn, n, nconf);
     }
+    /* the first case again with NaN and Inf among the inputs */
+    int bad = 0, n = 0;
+    for (int model = 0; model < 4; model++)
+        for (int causal = 0; causal < 3; causal++) {
+            mxfa_attn_params p;
+            mxfa_attn_params_default(&p);
+            p.model = (mxfa_model)model;
+            p.p_scale = (mxfa_p_scale)(causal & 1);
+            p.causal = (mxfa_causal)causal;
+            p.block_m = p.block_n = 64;
+            n++;
+            if (!run_attn(&cases[0], &p, backward, 2)) {
+                if (bad < 3)
+                    diag("%s with NaN and Inf inputs, model %d causal %d differs", what, model, causal);
+                bad++;
+            }
+        }
+    ok(bad == 0, "attention %s with NaN and Inf in Q, K, V%s: %d settings x %d configurations equal ref", what,
+       backward ? " and dO" : "", n, nconf);
 }
 
 /* ---- the caller's floating-point environment ---- */

@@ -1,7 +1,8 @@
 /*
  * White-box checks of the cpu backend's vector kernels that the
- * attention tests reach too rarely to trust: the softmax's exp2 against
- * mxfa_exp2, on every instruction set this CPU runs. The reduction
+ * attention tests reach too rarely to trust, on every instruction set this
+ * CPU runs: the E4M3 decoder against the decoding table, code by code, and
+ * the softmax's exp2 against mxfa_exp2. The reduction
  * n = floor(x + 1/2) is where a vector form can go wrong, so the sweep
  * covers every input exactly halfway between integers and its neighbours
  * a few ulps away, the bounds of the range (-127 to -126, 127 to 128),
@@ -12,6 +13,7 @@
 #include <math.h>
 
 #include "cpu.h"
+#include "fx.h"
 #include "mxfa.h"
 #include "tap.h"
 
@@ -79,6 +81,31 @@ static void check_exp2(const cpu_kernels *k)
         diag("%" PRIu64 " differ, the first at x = 0x%08" PRIx32, s.wrong, s.first_wrong);
 }
 
+/* Every E4M3 code through the vector decoder, in a whole run and at each
+ * offset of a run with a tail, against the decoding table (fx.h). */
+static void check_decode(const cpu_kernels *k)
+{
+    const fx_table *t = fx_table_fp8(MXFA_E4M3, 0);
+    uint8_t codes[256 + 8];
+    double v[256 + 8];
+    uint16_t e[256 + 8], code[256 + 8];
+    int bad = 0;
+    for (int i = 0; i < 256 + 8; i++)
+        codes[i] = (uint8_t)(i * 7 + 3); /* every code, in an order that mixes them */
+    for (int n = 8; n <= 256 + 8; n += 8) {
+        int want_nan = 0;
+        for (int i = 0; i < n; i++)
+            want_nan |= (codes[i] & 0x7F) == 0x7F;
+        int got_nan = k->decode_e4m3(codes, n, v, e, code) != 0;
+        bad += got_nan != want_nan;
+        for (int i = 0; i < n; i++) {
+            uint8_t c = codes[i];
+            bad += memcmp(&v[i], &t->v[c], sizeof v[i]) != 0 || e[i] != t->e[c] || code[i] != c;
+        }
+    }
+    ok(bad == 0, "%s: the E4M3 decoder gives the table's value, fields and NaN flag for every code and length", k->name);
+}
+
 int main(void)
 {
     const char *isas[] = {"scalar", "avx2", "avx512"};
@@ -90,6 +117,7 @@ int main(void)
             continue;
         }
         check_exp2(k);
+        check_decode(k);
     }
     return done_testing();
 }

@@ -57,11 +57,42 @@ static inline int64_t bidx(const bmat *m, int64_t r, int64_t c)
  * into m, transposed when asked; each scale block is one block of m.
  * widen: bf16 operands widened with the scales (kept relative to the
  * block's scale, which becomes its sexp) instead of fp8. */
-static void bmat_fill(bmat *m, const uint8_t *codes, const uint8_t *scales, int64_t rows, int64_t cols, int64_t sbr,
-                      int64_t sbc, int transposed, int widen, int normalized)
+static void bmat_fill(const cpu_kernels *kern, bmat *m, const uint8_t *codes, const uint8_t *scales, int64_t rows,
+                      int64_t cols, int64_t sbr, int64_t sbc, int transposed, int widen, int normalized)
 {
     const fx_table *t = fx_table_fp8(MXFA_E4M3, normalized);
     int64_t ssc = ceil_div(cols, sbc);
+    /* plain E4M3 whose rows in m are whole 32-blocks: the vector decoder,
+     * a row of m per call (from a transposed copy if asked), then the block
+     * flags; the codes that are NaN, rare, found one by one */
+    const int64_t mrows = transposed ? cols : rows, mcols = transposed ? rows : cols;
+    if (!widen && !normalized && mcols % 32 == 0) {
+        uint8_t *tc = NULL;
+        if (transposed && (tc = malloc((size_t)(rows * cols))) != NULL)
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t c = 0; c < cols; c++)
+                    tc[c * rows + r] = codes[r * cols + c];
+        if (!transposed || tc) {
+            const uint8_t *src = transposed ? tc : codes;
+            for (int64_t mr = 0; mr < mrows; mr++) {
+                int64_t at = mr * m->x.ld;
+                if (!kern->decode_e4m3(&src[mr * mcols], (int)mcols, &m->x.v[at], &m->x.e[at], &m->x.code[at]))
+                    continue;
+                for (int64_t mc = 0; mc < mcols; mc++)
+                    if ((src[mr * mcols + mc] & 0x7F) == 0x7F)
+                        m->flag[bidx(m, mr, mc)] |= FX_SPECIAL;
+            }
+            free(tc);
+            for (int64_t r0 = 0, rb = 0; r0 < rows; r0 += sbr, rb++)
+                for (int64_t c0 = 0, cb = 0; c0 < cols; c0 += sbc, cb++) {
+                    uint8_t sb = scales[rb * ssc + cb];
+                    int64_t bi = transposed ? bidx(m, c0, r0) : bidx(m, r0, c0);
+                    m->sexp[bi] = (int)sb - 127;
+                    m->flag[bi] |= (uint8_t)(sb == 0xFF ? FX_NAN_SCALE : 0);
+                }
+            return;
+        }
+    }
     for (int64_t r0 = 0, rb = 0; r0 < rows; r0 += sbr, rb++)
         for (int64_t c0 = 0, cb = 0; c0 < cols; c0 += sbc, cb++) {
             uint8_t sb = scales[rb * ssc + cb];
@@ -218,7 +249,7 @@ static int tile(bwd_kv *job, int64_t r0, int64_t nr, int64_t c0)
             memset(scales, 0x77, (size_t)((nrp / 32) * sc));
         }
         memset(job->pt.flag, 0, (size_t)job->pt.nblk);
-        bmat_fill(&job->pt, codes, scales, nrp, bn, 32, 32, 1, 0, job->st.widen);
+        bmat_fill(kern, &job->pt, codes, scales, nrp, bn, 32, 32, 1, 0, job->st.widen);
         free(codes), free(scales);
     }
     int any_diag = 0;
@@ -266,8 +297,8 @@ static int tile(bwd_kv *job, int64_t r0, int64_t nr, int64_t c0)
             return 0;
         memset(job->dsq.flag, 0, (size_t)job->dsq.nblk);
         memset(job->dsqt.flag, 0, (size_t)job->dsqt.nblk);
-        bmat_fill(&job->dsq, codes, scales, nrp, bn, 32, 32, 0, 0, job->st.widen);
-        bmat_fill(&job->dsqt, codes, scales, nrp, bn, 32, 32, 1, 0, job->st.widen);
+        bmat_fill(kern, &job->dsq, codes, scales, nrp, bn, 32, 32, 0, 0, job->st.widen);
+        bmat_fill(kern, &job->dsqt, codes, scales, nrp, bn, 32, 32, 1, 0, job->st.widen);
         free(codes), free(scales);
         if (any_diag) {
             memset(job->dsbf.flag, 0, (size_t)job->dsbf.nblk);
@@ -369,9 +400,9 @@ static int run_kv(bwd_kv *job, const mxfa_view_nd *q, const mxfa_view_nd *k, con
         ok = ok && kf && mxfa_cpu_quantize_codes(kern, &kv, MXFA_BLOCK_SQUARE, p->preset, &kc, &ks) &&
              mxfa_cpu_quantize_codes(kern, &vv, MXFA_BLOCK_ROW, p->preset, &vc, &vs);
         if (ok) {
-            bmat_fill(&job->kt, kc, ks, lk, d, 32, 32, 1, 0, job->st.widen);
-            bmat_fill(&job->k, kc, ks, lk, d, 32, 32, 0, 0, job->st.widen);
-            bmat_fill(&job->vt, vc, vs, lk, d, 1, 32, 1, 0, job->st.widen);
+            bmat_fill(kern, &job->kt, kc, ks, lk, d, 32, 32, 1, 0, job->st.widen);
+            bmat_fill(kern, &job->k, kc, ks, lk, d, 32, 32, 0, 0, job->st.widen);
+            bmat_fill(kern, &job->vt, vc, vs, lk, d, 1, 32, 1, 0, job->st.widen);
             if (p->causal == MXFA_CAUSAL) { /* bf16 operands: the diagonal blocks only */
                 bmat_fill_bf16(&job->ktbf, kf, lk, d, 1);
                 bmat_fill_bf16(&job->kbf, kf, lk, d, 0);
@@ -389,11 +420,11 @@ static int run_kv(bwd_kv *job, const mxfa_view_nd *q, const mxfa_view_nd *k, con
             bmat *hm[] = {&job->q, &job->qw, &job->dout, &job->doutw};
             for (int i = 0; i < 4; i++)
                 memset(hm[i]->flag, 0, (size_t)hm[i]->nblk);
-            bmat_fill(&job->q, qc, qs, lq, d, 32, 32, 0, 0, job->st.widen);
-            bmat_fill(&job->dout, oc, os, lq, d, 32, 32, 0, 0, job->st.widen);
+            bmat_fill(kern, &job->q, qc, qs, lq, d, 32, 32, 0, 0, job->st.widen);
+            bmat_fill(kern, &job->dout, oc, os, lq, d, 32, 32, 0, 0, job->st.widen);
             if (p->causal == MXFA_CAUSAL) {
-                bmat_fill(&job->qw, qc, qs, lq, d, 32, 32, 0, 1, 0);
-                bmat_fill(&job->doutw, oc, os, lq, d, 32, 32, 0, 1, 0);
+                bmat_fill(kern, &job->qw, qc, qs, lq, d, 32, 32, 0, 1, 0);
+                bmat_fill(kern, &job->doutw, oc, os, lq, d, 32, 32, 0, 1, 0);
             }
         }
         free(qc), free(qs), free(oc), free(os);

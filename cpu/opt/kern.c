@@ -1034,33 +1034,53 @@ static void quantize_blocks(const mxfa_view *x, const mxfa_segment *seg, mxfa_pr
  */
 static int decode_e4m3(const uint8_t *codes, int n, double *v, uint16_t *e, uint16_t *code)
 {
-    v8di nan = {0};
-    for (int j0 = 0; j0 < n; j0 += 8) {
-        uint8_t c8[8];
-        memcpy(c8, codes + j0, sizeof c8);
-        v8di c = {c8[0], c8[1], c8[2], c8[3], c8[4], c8[5], c8[6], c8[7]};
-        v8di E = (c >> 3) & 15, M = c & 7, mag = c & 0x7F;
-        v8di normal = E != 0, live = (mag != 0) & (mag != 0x7F), sign = (c >> 7) << 63;
-        v8di nb = sign | ((E - 7 + 1023) << 52) | (M << 49);
-        v8di sb = sign | (v8di)(__builtin_convertvector(M, v8df) * (1.0 / 512.0)); /* M 2^-9 */
-        v8di bits = live & sel(normal, nb, sb);
-        /* the raw exponent, and minus the exponent of the lowest set bit */
-        v8di raw = sel(normal, E, SPLAT(1)) - 7, sig = sel(normal, M + 8, M);
-        v8di tz = sel((sig & 1) != 0, SPLAT(0), sel((sig & 2) != 0, SPLAT(1), sel((sig & 4) != 0, SPLAT(2), SPLAT(3))));
-        v8di f = live & ((raw + FX_BIAS) | ((FX_BIAS - (raw - 3 + tz)) << 8));
-        nan |= mag == 0x7F;
-        uint16_t f16[8], c16[8];
-        for (int l = 0; l < 8; l++) {
-            f16[l] = (uint16_t)f[l];
-            c16[l] = (uint16_t)c[l];
-        }
-        memcpy(v + j0, &bits, sizeof bits);
-        memcpy(e + j0, f16, sizeof f16);
-        memcpy(code + j0, c16, sizeof c16);
+    typedef float v16sf __attribute__((vector_size(64)));
+    v16si nan = {0};
+    int j0 = 0;
+    for (; j0 + 16 <= n; j0 += 16) {
+        v16qu c8;
+        memcpy(&c8, codes + j0, sizeof c8);
+        v16su c = __builtin_convertvector(c8, v16su);
+        v16su E = (c >> 3) & 15u, M = c & 7u, mag = c & 0x7Fu;
+        v16si normal = (v16si)(E != 0u), live = (v16si)((mag != 0u) & (mag != 0x7Fu));
+        /* the value's fp32 bits: normal ones from the fields, subnormals
+         * M 2^-9 by an exact conversion; then widened to double */
+        v16sf sub = __builtin_convertvector(M, v16sf) * (1.0f / 512.0f);
+        v16su bits = sel16(normal, ((E + 120u) << 23) | (M << 20), (v16su)sub) | ((c >> 7) << 31);
+        bits &= (v16su)live;
+        v8sf lo = (v8sf)__builtin_shufflevector(bits, bits, 0, 1, 2, 3, 4, 5, 6, 7);
+        v8sf hi = (v8sf)__builtin_shufflevector(bits, bits, 8, 9, 10, 11, 12, 13, 14, 15);
+        v8df dlo = cvt_ps_pd(lo), dhi = cvt_ps_pd(hi);
+        memcpy(v + j0, &dlo, sizeof dlo);
+        memcpy(v + j0 + 8, &dhi, sizeof dhi);
+        /* the raw exponent, and minus the exponent of the lowest set bit
+         * (read from the fp32 bits of sig's lowest bit) */
+        v16si raw = (v16si)sel16(normal, E, (v16su){0} + 1u) - 7;
+        v16su sig = sel16(normal, M + 8u, M), low = sig & -sig;
+        v16si tz = (v16si)((v16su)__builtin_convertvector((v16si)low, v16sf) >> 23) - 127;
+        v16si f = live & ((raw + FX_BIAS) | ((FX_BIAS - (raw - 3 + tz)) << 8));
+        v16hu f16 = __builtin_convertvector(f, v16hu), c16 = __builtin_convertvector(c8, v16hu);
+        memcpy(e + j0, &f16, sizeof f16);
+        memcpy(code + j0, &c16, sizeof c16);
+        nan |= (v16si)(mag == 0x7Fu);
     }
     int any = 0;
-    for (int l = 0; l < 8; l++)
+    for (int l = 0; l < 16; l++)
         any |= nan[l] != 0;
+    for (; j0 < n; j0++) { /* a tail of eight */
+        uint8_t c = codes[j0];
+        int E = c >> 3 & 15, M = c & 7, mag = c & 0x7F;
+        any |= mag == 0x7F;
+        code[j0] = c;
+        if (mag == 0 || mag == 0x7F) {
+            v[j0] = 0.0;
+            e[j0] = 0;
+            continue;
+        }
+        int raw = E ? E - 7 : -6, sig = E ? M + 8 : M;
+        v[j0] = ldexp(c >> 7 ? -(double)sig : (double)sig, raw - 3);
+        e[j0] = (uint16_t)((raw + FX_BIAS) | (FX_BIAS - (raw - 3 + __builtin_ctz((unsigned)sig))) << 8);
+    }
     return any;
 }
 
