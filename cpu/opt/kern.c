@@ -545,7 +545,7 @@ static unsigned combine_in_exponent_avx512(const kern_partial *p, int mr, unsign
         if (!(rows >> r & 1))
             continue;
         uint32_t *ac = acc + r * ldc, *pend = pending[r];
-        const __m512d pa = _mm512_set1_pd(ldexp(1.0, sa[r]));
+        const __m512d pa = _mm512_castsi512_pd(_mm512_set1_epi64((int64_t)(sa[r] + 1023) << 52)); /* 2^sa */
         __mmask16 undecided = 0;
         for (int j0 = 0; j0 < KERN_NR; j0 += 16) {
             __m512i f = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)&p->fields[r][j0]));
