@@ -57,17 +57,29 @@ static int kv_build(const cpu_kernels *kern, const mxfa_attn_params *p, const fx
     }
     mxfa_view kcv = {kc, MXFA_E4M3, lk, d, d, 1}, ksv = {kscale, MXFA_E8M0, lk, ndb, ndb, 1};
     fx_decode_rows(kern, &kcv, &ksv, t, 1, &s->kt, s->sk, s->fk, s->ldk);
-    /* table lookups and integer work only: no floating-point environment needed */
+    /* table lookups, integer work and exact conversions only: no
+     * floating-point environment needed. Plain E4M3 rows go through the
+     * vector decoder; the NaN codes (rare) are found one by one. */
+    const int vector = t == fx_table_fp8(MXFA_E4M3, 0);
 #pragma omp parallel for schedule(static)
-    for (int64_t kb = 0; kb < nkb; kb++)
+    for (int64_t kb = 0; kb < nkb; kb++) {
         for (int64_t e = 0; e < d; e++) {
             uint8_t sb = vscale[kb * d + e];
-            int f = sb == 0xFF ? FX_NAN_SCALE : 0;
-            for (int64_t j = kb * 32; j < lk && j < kb * 32 + 32; j++)
-                f |= fx_put_fp8(&s->v, t, j, e, vc[j * d + e]);
             s->sv[kb * d + e] = (int)sb - 127;
-            s->fv[kb * d + e] = (uint8_t)f;
+            s->fv[kb * d + e] = sb == 0xFF ? FX_NAN_SCALE : 0;
         }
+        for (int64_t j = kb * 32; j < lk && j < kb * 32 + 32; j++) {
+            int64_t at = j * s->v.ld;
+            if (!vector) {
+                for (int64_t e = 0; e < d; e++)
+                    s->fv[kb * d + e] |= (uint8_t)fx_put_fp8(&s->v, t, j, e, vc[j * d + e]);
+            } else if (kern->decode_e4m3(&vc[j * d], (int)d, &s->v.v[at], &s->v.e[at], &s->v.code[at])) {
+                for (int64_t e = 0; e < d; e++)
+                    if ((vc[j * d + e] & 0x7F) == 0x7F)
+                        s->fv[kb * d + e] |= FX_SPECIAL;
+            }
+        }
+    }
     free(kc), free(kscale), free(vc), free(vscale);
     if (p->causal == MXFA_CAUSAL) {
         if (!fx_alloc(&s->vbf, nkb * 32, d, MXFA_BF16) || !(s->fvbf = calloc((size_t)(nkb * d), 1)))

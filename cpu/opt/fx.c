@@ -150,6 +150,36 @@ void fx_decode_rows(const cpu_kernels *kern, const mxfa_view *x, const mxfa_view
     int64_t rows = x->rows, K = x->cols, nkb = ceil_div(K, 32);
     /* whole 32-blocks of E4M3 rows with the plain table: the vector decoder */
     const int vector = !transposed && x->dtype == MXFA_E4M3 && x->cs == 1 && t == fx_table_fp8(MXFA_E4M3, 0);
+    /* transposed, with rows a multiple of eight: the vector decoder on each
+     * row of m, from a transposed copy of the codes; then the scales and
+     * flags, the NaN codes (rare) found one by one */
+    uint8_t *tc = NULL;
+    if (transposed && rows % 8 == 0 && x->dtype == MXFA_E4M3 && t == fx_table_fp8(MXFA_E4M3, 0) &&
+        (tc = malloc((size_t)(rows * K))) != NULL) {
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t k = 0; k < K; k++)
+                tc[k * rows + r] = *(const uint8_t *)view_at(x, r, k);
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t kb = 0; kb < nkb; kb++) {
+                uint8_t sb = *(const uint8_t *)view_at(s, r, kb);
+                sexp[kb * ld_s + r] = (int)sb - 127;
+                flag[kb * ld_s + r] = sb == 0xFF ? FX_NAN_SCALE : 0;
+            }
+        int nan_rows = 0;
+#pragma omp parallel for schedule(static) reduction(|| : nan_rows)
+        for (int64_t k = 0; k < K; k++)
+            nan_rows = kern->decode_e4m3(&tc[k * rows], (int)rows, &m->v[k * m->ld], &m->e[k * m->ld],
+                                         &m->code[k * m->ld]) || nan_rows;
+        if (nan_rows)
+            for (int64_t k = 0; k < K; k++)
+                for (int64_t r = 0; r < rows; r++)
+                    if ((tc[k * rows + r] & 0x7F) == 0x7F)
+                        flag[(k / 32) * ld_s + r] |= FX_SPECIAL;
+        free(tc);
+        return;
+    }
 /* table lookups and integer work only: no floating-point environment needed */
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++)
