@@ -132,6 +132,10 @@ static int ws_alloc(tile_ws *w, int64_t bm, int64_t bn, int64_t d)
            w->o && w->pbits && w->x && w->m && w->l;
 }
 
+/* The decoded K and V that one forward call keeps at once (bytes), when
+ * more than one key/value head fits. */
+#define KV_BUDGET (INT64_C(256) << 20)
+
 typedef struct fwd_job {
     const mxfa_attn_params *p;
     const cpu_kernels *kern;
@@ -289,40 +293,51 @@ mxfa_status mxfa_cpu_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mx
         if (job.lq == 0)
             continue;
         const int64_t tiles = ceil_div(job.lq, bm);
-        for (int64_t g = 0; g < hkv; g++) {
-            kv_side kv;
-            memset(&kv, 0, sizeof kv);
-            if (job.lk > 0) {
+        /* key/value heads in chunks whose decoded K and V fit a budget, all
+         * query tiles of a chunk's heads in one parallel loop: one head's
+         * sixteen or so tiles alone leave a thread idle at its end */
+        const int64_t per_head = 36 * (job.lk + 64) * (d + 64) + 1;
+        int64_t chunk = KV_BUDGET / per_head;
+        chunk = chunk < 1 ? 1 : chunk > hkv ? hkv : chunk;
+        kv_side *kv = calloc((size_t)chunk, sizeof *kv);
+        if (!kv)
+            return mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "attention: out of memory");
+        for (int64_t g0 = 0; g0 < hkv; g0 += chunk) {
+            const int64_t ng = hkv - g0 < chunk ? hkv - g0 : chunk;
+            int failed = 0;
+            for (int64_t gi = 0; gi < ng && !failed && job.lk > 0; gi++) {
+                const int64_t g = g0 + gi;
                 mxfa_view ks = mxfa_view_slice(k, 0, 2, cu_k[b] * k->stride[0] + g * k->stride[1], job.lk, d);
                 mxfa_view vs = mxfa_view_slice(v, 0, 2, cu_k[b] * v->stride[0] + g * v->stride[1], job.lk, d);
-                if (!kv_build(job.kern, p, &job.st, &ks, &vs, &kv)) {
-                    kv_free(&kv);
-                    return mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "attention: out of memory");
-                }
+                failed = !kv_build(job.kern, p, &job.st, &ks, &vs, &kv[gi]);
             }
-            int failed = 0;
-#pragma omp parallel
+            const int64_t units = failed ? 0 : ng * group * tiles;
+#pragma omp parallel if (units > 1)
             {
                 CPU_FPENV_ENTER;
                 tile_ws w;
                 int ok = ws_alloc(&w, bm, p->block_n, d);
-#pragma omp for collapse(2) schedule(dynamic)
-                for (int64_t h = g * group; h < (g + 1) * group; h++)
-                    for (int64_t ti = 0; ti < tiles; ti++) {
-                        mxfa_view qs = mxfa_view_slice(q, 0, 2, cu_q[b] * q->stride[0] + h * q->stride[1], job.lq, d);
-                        int64_t r0 = ti * bm, nr = job.lq - r0 < bm ? job.lq - r0 : bm;
-                        if (!ok || !run_tile(&job, &kv, &qs, r0, nr, &w, o, lse, cu_q[b], h)) {
+#pragma omp for schedule(dynamic)
+                for (int64_t u = 0; u < units; u++) {
+                    const int64_t gi = u / (group * tiles), h = (g0 + gi) * group + u / tiles % group, ti = u % tiles;
+                    mxfa_view qs = mxfa_view_slice(q, 0, 2, cu_q[b] * q->stride[0] + h * q->stride[1], job.lq, d);
+                    int64_t r0 = ti * bm, nr = job.lq - r0 < bm ? job.lq - r0 : bm;
+                    if (!ok || !run_tile(&job, &kv[gi], &qs, r0, nr, &w, o, lse, cu_q[b], h)) {
 #pragma omp atomic write
-                            failed = 1;
-                        }
+                        failed = 1;
                     }
+                }
                 ws_free(&w);
                 CPU_FPENV_LEAVE;
             }
-            kv_free(&kv);
-            if (failed)
+            for (int64_t gi = 0; gi < ng; gi++)
+                kv_free(&kv[gi]);
+            if (failed) {
+                free(kv);
                 return mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "attention: out of memory");
+            }
         }
+        free(kv);
     }
     return MXFA_OK;
 }
