@@ -80,6 +80,7 @@ typedef int32_t v16si __attribute__((vector_size(64)));
 typedef uint8_t v16qu __attribute__((vector_size(16)));
 typedef uint16_t v16hu __attribute__((vector_size(32)));
 typedef uint16_t v8hu __attribute__((vector_size(16)));
+typedef float v16sf __attribute__((vector_size(64)));
 
 
 static inline v16su sel16(v16si m, v16su x, v16su y)
@@ -202,7 +203,7 @@ static inline v8sf in_exponent_sum(v8df S, v8si s, v8su at)
 
 /* KERN_IN_EXPONENT sixteen lanes at a time: the scalar case below, written
  * with masks instead of branches; the exponent work in 32-bit lanes, the
- * sum in two halves of eight doubles. Returns the lanes still pending. */
+ * sum in two halves of eight doubles. Returns whether a column is pending. */
 static inline int combine_in_exponent(const kern_partial *p, int r, int sa, const int *sb, uint32_t *acc,
                                       uint32_t *pending)
 {
@@ -580,10 +581,9 @@ static unsigned combine_in_exponent_avx512(const kern_partial *p, int mr, unsign
             __mmask16 normal = _mm512_test_epi32_mask(rexp, rexp) &
                                _mm512_cmpneq_epi32_mask(rexp, _mm512_set1_epi32(0x7F800000));
             /* pending columns keep their mark; the others are decided or marked */
-            __mmask16 done = ok & (tz | normal) & _mm512_testn_epi32_mask(pin, pin);
+            __mmask16 fresh = _mm512_testn_epi32_mask(pin, pin), done = ok & (tz | normal) & fresh;
             _mm512_mask_storeu_epi32(&ac[j0], done, _mm512_maskz_mov_epi32((__mmask16)~tz, res));
-            _mm512_mask_storeu_epi32(&pend[j0], (__mmask16)(~done & _mm512_testn_epi32_mask(pin, pin)),
-                                     _mm512_set1_epi32(KERN_TRUNCATE));
+            _mm512_mask_storeu_epi32(&pend[j0], (__mmask16)(~done & fresh), _mm512_set1_epi32(KERN_TRUNCATE));
             undecided |= (__mmask16)~done;
         }
         left |= (unsigned)(undecided != 0) << r;
@@ -650,13 +650,11 @@ static inline uint32_t exp2_lane(float xf, const float *c)
     return r;
 }
 
-typedef float v16f __attribute__((vector_size(64)));
-
 /* a b + c rounded once in every lane, as fmaf */
-static inline v16f fma16(v16f a, v16f b, v16f c)
+static inline v16sf fma16(v16sf a, v16sf b, v16sf c)
 {
 #if defined(__AVX512F__)
-    return (v16f)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+    return (v16sf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
 #elif defined(__FMA__)
     __m256 x[2], y[2], z[2];
     memcpy(x, &a, 64);
@@ -664,7 +662,7 @@ static inline v16f fma16(v16f a, v16f b, v16f c)
     memcpy(z, &c, 64);
     x[0] = _mm256_fmadd_ps(x[0], y[0], z[0]);
     x[1] = _mm256_fmadd_ps(x[1], y[1], z[1]);
-    v16f r;
+    v16sf r;
     memcpy(&r, x, 64);
     return r;
 #else
@@ -675,17 +673,17 @@ static inline v16f fma16(v16f a, v16f b, v16f c)
 }
 
 /* exp2_lane in sixteen lanes: the same operations, masks for branches */
-static inline v16su exp2_16(v16f x)
+static inline v16su exp2_16(v16sf x)
 {
     const v16su xb = (v16su)x;
-    v16f xc = (v16f)sel16((v16si)(x > -127.0f), (v16su)x, (v16su)((v16f){0} - 127.0f));
-    xc = (v16f)sel16((v16si)(xc < 128.0f), (v16su)xc, (v16su)((v16f){0} + 128.0f));
-    v16f rn = (xc + 12582912.0f) - 12582912.0f;
+    v16sf xc = (v16sf)sel16((v16si)(x > -127.0f), (v16su)x, (v16su)((v16sf){0} - 127.0f));
+    xc = (v16sf)sel16((v16si)(xc < 128.0f), (v16su)xc, (v16su)((v16sf){0} + 128.0f));
+    v16sf rn = (xc + 12582912.0f) - 12582912.0f;
     v16si nn = __builtin_convertvector(rn, v16si) - (v16si)(xc - rn == 0.5f);
-    v16f f = x - __builtin_convertvector(nn, v16f);
-    v16f q = (v16f){0} + f32_from_bits(exp2_coef[6]);
+    v16sf f = x - __builtin_convertvector(nn, v16sf);
+    v16sf q = (v16sf){0} + f32_from_bits(exp2_coef[6]);
     for (int i = 5; i >= 0; i--)
-        q = fma16(q, f, (v16f){0} + f32_from_bits(exp2_coef[i]));
+        q = fma16(q, f, (v16sf){0} + f32_from_bits(exp2_coef[i]));
     v16su qb = (v16su)q;
     v16si field = (v16si)((qb >> 23) & 0xFFu) + nn;
     v16su r = sel16(field <= 0, (v16su){0},
@@ -702,7 +700,7 @@ static void softmax_p(const float *x, int n, float m, float *p)
         c[i] = f32_from_bits(exp2_coef[i]);
     int j = 0;
     for (; j + 16 <= n; j += 16) {
-        v16f v;
+        v16sf v;
         memcpy(&v, x + j, 64);
         v16su r = sel16((v16si)(v == -INFINITY), (v16su){0}, exp2_16((v - m) + 8.0f));
         memcpy(p + j, &r, 64);
@@ -720,7 +718,7 @@ static void exp2v(const float *x, int n, float *p)
         c[i] = f32_from_bits(exp2_coef[i]);
     int j = 0;
     for (; j + 16 <= n; j += 16) {
-        v16f v;
+        v16sf v;
         memcpy(&v, x + j, 64);
         v16su r = exp2_16(v);
         memcpy(p + j, &r, 64);
@@ -1032,55 +1030,56 @@ static void quantize_blocks(const mxfa_view *x, const mxfa_segment *seg, mxfa_pr
  * return. Every finite E4M3 operand's fields are in range. n is a multiple
  * of 8.
  */
+/* Sixteen codes; the NaN lanes as a mask. */
+static inline v16si decode_e4m3_16(const uint8_t *codes, double *v, uint16_t *e, uint16_t *code)
+{
+    v16qu c8;
+    memcpy(&c8, codes, sizeof c8);
+    v16su c = __builtin_convertvector(c8, v16su);
+    v16su E = (c >> 3) & 15u, M = c & 7u, mag = c & 0x7Fu;
+    v16si normal = (v16si)(E != 0u), live = (v16si)((mag != 0u) & (mag != 0x7Fu));
+    /* the value's fp32 bits: normal ones from the fields, subnormals
+     * M 2^-9 by an exact conversion; then widened to double */
+    v16sf sub = __builtin_convertvector(M, v16sf) * (1.0f / 512.0f);
+    v16su bits = sel16(normal, ((E + 120u) << 23) | (M << 20), (v16su)sub) | ((c >> 7) << 31);
+    bits &= (v16su)live;
+    v8sf lo = (v8sf)__builtin_shufflevector(bits, bits, 0, 1, 2, 3, 4, 5, 6, 7);
+    v8sf hi = (v8sf)__builtin_shufflevector(bits, bits, 8, 9, 10, 11, 12, 13, 14, 15);
+    v8df dlo = cvt_ps_pd(lo), dhi = cvt_ps_pd(hi);
+    memcpy(v, &dlo, sizeof dlo);
+    memcpy(v + 8, &dhi, sizeof dhi);
+    /* the raw exponent, and minus the exponent of the lowest set bit
+     * (read from the fp32 bits of sig's lowest bit) */
+    v16si raw = (v16si)sel16(normal, E, (v16su){0} + 1u) - 7;
+    v16su sig = sel16(normal, M + 8u, M), low = sig & -sig;
+    v16si tz = (v16si)((v16su)__builtin_convertvector((v16si)low, v16sf) >> 23) - 127;
+    v16si f = live & ((raw + FX_BIAS) | ((FX_BIAS - (raw - 3 + tz)) << 8));
+    v16hu f16 = __builtin_convertvector(f, v16hu), c16 = __builtin_convertvector(c8, v16hu);
+    memcpy(e, &f16, sizeof f16);
+    memcpy(code, &c16, sizeof c16);
+    return (v16si)(mag == 0x7Fu);
+}
+
 static int decode_e4m3(const uint8_t *codes, int n, double *v, uint16_t *e, uint16_t *code)
 {
-    typedef float v16sf __attribute__((vector_size(64)));
     v16si nan = {0};
     int j0 = 0;
-    for (; j0 + 16 <= n; j0 += 16) {
-        v16qu c8;
-        memcpy(&c8, codes + j0, sizeof c8);
-        v16su c = __builtin_convertvector(c8, v16su);
-        v16su E = (c >> 3) & 15u, M = c & 7u, mag = c & 0x7Fu;
-        v16si normal = (v16si)(E != 0u), live = (v16si)((mag != 0u) & (mag != 0x7Fu));
-        /* the value's fp32 bits: normal ones from the fields, subnormals
-         * M 2^-9 by an exact conversion; then widened to double */
-        v16sf sub = __builtin_convertvector(M, v16sf) * (1.0f / 512.0f);
-        v16su bits = sel16(normal, ((E + 120u) << 23) | (M << 20), (v16su)sub) | ((c >> 7) << 31);
-        bits &= (v16su)live;
-        v8sf lo = (v8sf)__builtin_shufflevector(bits, bits, 0, 1, 2, 3, 4, 5, 6, 7);
-        v8sf hi = (v8sf)__builtin_shufflevector(bits, bits, 8, 9, 10, 11, 12, 13, 14, 15);
-        v8df dlo = cvt_ps_pd(lo), dhi = cvt_ps_pd(hi);
-        memcpy(v + j0, &dlo, sizeof dlo);
-        memcpy(v + j0 + 8, &dhi, sizeof dhi);
-        /* the raw exponent, and minus the exponent of the lowest set bit
-         * (read from the fp32 bits of sig's lowest bit) */
-        v16si raw = (v16si)sel16(normal, E, (v16su){0} + 1u) - 7;
-        v16su sig = sel16(normal, M + 8u, M), low = sig & -sig;
-        v16si tz = (v16si)((v16su)__builtin_convertvector((v16si)low, v16sf) >> 23) - 127;
-        v16si f = live & ((raw + FX_BIAS) | ((FX_BIAS - (raw - 3 + tz)) << 8));
-        v16hu f16 = __builtin_convertvector(f, v16hu), c16 = __builtin_convertvector(c8, v16hu);
-        memcpy(e + j0, &f16, sizeof f16);
-        memcpy(code + j0, &c16, sizeof c16);
-        nan |= (v16si)(mag == 0x7Fu);
+    for (; j0 + 16 <= n; j0 += 16)
+        nan |= decode_e4m3_16(codes + j0, v + j0, e + j0, code + j0);
+    if (j0 < n) { /* a tail of eight, through a run padded with zero codes */
+        uint8_t c[16] = {0};
+        double tv[16];
+        uint16_t te[16], tcode[16];
+        int m = n - j0;
+        memcpy(c, codes + j0, (size_t)m);
+        nan |= decode_e4m3_16(c, tv, te, tcode);
+        memcpy(v + j0, tv, (size_t)m * sizeof *v);
+        memcpy(e + j0, te, (size_t)m * sizeof *e);
+        memcpy(code + j0, tcode, (size_t)m * sizeof *code);
     }
     int any = 0;
     for (int l = 0; l < 16; l++)
         any |= nan[l] != 0;
-    for (; j0 < n; j0++) { /* a tail of eight */
-        uint8_t c = codes[j0];
-        int E = c >> 3 & 15, M = c & 7, mag = c & 0x7F;
-        any |= mag == 0x7F;
-        code[j0] = c;
-        if (mag == 0 || mag == 0x7F) {
-            v[j0] = 0.0;
-            e[j0] = 0;
-            continue;
-        }
-        int raw = E ? E - 7 : -6, sig = E ? M + 8 : M;
-        v[j0] = ldexp(c >> 7 ? -(double)sig : (double)sig, raw - 3);
-        e[j0] = (uint16_t)((raw + FX_BIAS) | (FX_BIAS - (raw - 3 + __builtin_ctz((unsigned)sig))) << 8);
-    }
     return any;
 }
 
@@ -1089,7 +1088,6 @@ static int decode_e4m3(const uint8_t *codes, int n, double *v, uint16_t *e, uint
  * of m and the scores. */
 static float scores(const uint32_t *s, int nvis, int n, float c, float m, float *x)
 {
-    typedef float v16sf __attribute__((vector_size(64)));
     v16sf mx = (v16sf){0} + m;
     v16si nan = {0};
     int j = 0;
