@@ -131,11 +131,7 @@ MXFA_API mxfa_status mxfa_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, con
                                    const mxfa_tensor *k, const mxfa_tensor *v, const int32_t *cu_seqlens_q,
                                    const int32_t *cu_seqlens_k, int batch, mxfa_tensor *o, mxfa_tensor *lse)
 {
-    fenv_t env;
-    mxfa_fpenv_enter(&env);
-    mxfa_status st = attn_fwd_in_env(ctx, p, q, k, v, cu_seqlens_q, cu_seqlens_k, batch, o, lse);
-    mxfa_fpenv_leave(&env);
-    return st;
+    MXFA_RETURN_IN_DEFAULT_FPENV(attn_fwd_in_env(ctx, p, q, k, v, cu_seqlens_q, cu_seqlens_k, batch, o, lse));
 }
 
 static mxfa_status attn_fwd_f64_in_env(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
@@ -157,11 +153,7 @@ MXFA_API mxfa_status mxfa_attn_fwd_f64(mxfa_ctx *ctx, const mxfa_attn_params *p,
                                        const mxfa_tensor *k, const mxfa_tensor *v, const int32_t *cu_seqlens_q,
                                        const int32_t *cu_seqlens_k, int batch, mxfa_tensor *o, mxfa_tensor *lse)
 {
-    fenv_t env;
-    mxfa_fpenv_enter(&env);
-    mxfa_status st = attn_fwd_f64_in_env(ctx, p, q, k, v, cu_seqlens_q, cu_seqlens_k, batch, o, lse);
-    mxfa_fpenv_leave(&env);
-    return st;
+    MXFA_RETURN_IN_DEFAULT_FPENV(attn_fwd_f64_in_env(ctx, p, q, k, v, cu_seqlens_q, cu_seqlens_k, batch, o, lse));
 }
 
 /* The backward pass's own tensors: dO (and O, LSE unless truth) as inputs,
@@ -222,11 +214,8 @@ MXFA_API mxfa_status mxfa_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, con
                                    const int32_t *cu_seqlens_k, int batch, mxfa_tensor *dq, mxfa_tensor *dk,
                                    mxfa_tensor *dv)
 {
-    fenv_t env;
-    mxfa_fpenv_enter(&env);
-    mxfa_status st = attn_bwd_in_env(ctx, p, q, k, v, o, dout, lse, cu_seqlens_q, cu_seqlens_k, batch, dq, dk, dv);
-    mxfa_fpenv_leave(&env);
-    return st;
+    MXFA_RETURN_IN_DEFAULT_FPENV(attn_bwd_in_env(ctx, p, q, k, v, o, dout, lse,
+                                                 cu_seqlens_q, cu_seqlens_k, batch, dq, dk, dv));
 }
 
 static mxfa_status attn_bwd_f64_in_env(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
@@ -251,11 +240,8 @@ MXFA_API mxfa_status mxfa_attn_bwd_f64(mxfa_ctx *ctx, const mxfa_attn_params *p,
                                        const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k, int batch,
                                        mxfa_tensor *dq, mxfa_tensor *dk, mxfa_tensor *dv)
 {
-    fenv_t env;
-    mxfa_fpenv_enter(&env);
-    mxfa_status st = attn_bwd_f64_in_env(ctx, p, q, k, v, dout, cu_seqlens_q, cu_seqlens_k, batch, dq, dk, dv);
-    mxfa_fpenv_leave(&env);
-    return st;
+    MXFA_RETURN_IN_DEFAULT_FPENV(attn_bwd_f64_in_env(ctx, p, q, k, v, dout,
+                                                 cu_seqlens_q, cu_seqlens_k, batch, dq, dk, dv));
 }
 
 static mxfa_status attn_bwd_mx_in_env(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
@@ -335,9 +321,6 @@ MXFA_API mxfa_status mxfa_attn_bwd_mx(mxfa_ctx *ctx, const mxfa_attn_params *p, 
                                       const int32_t *cu_seqlens_k, int batch, mxfa_tensor *dq, mxfa_mx *dk,
                                       mxfa_mx *dv)
 {
-    fenv_t env;
-    mxfa_fpenv_enter(&env);
-    mxfa_status st = attn_bwd_mx_in_env(ctx, p, q, k, v, o, dout, lse, cu_seqlens_q, cu_seqlens_k, batch, dq, dk, dv);
-    mxfa_fpenv_leave(&env);
-    return st;
+    MXFA_RETURN_IN_DEFAULT_FPENV(attn_bwd_mx_in_env(ctx, p, q, k, v, o, dout, lse,
+                                                 cu_seqlens_q, cu_seqlens_k, batch, dq, dk, dv));
 }

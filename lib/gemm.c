@@ -63,11 +63,7 @@ static mxfa_status gemm_in_env(mxfa_ctx *ctx, const mxfa_mx *a, const mxfa_mx *b
 MXFA_API mxfa_status mxfa_gemm(mxfa_ctx *ctx, const mxfa_mx *a, const mxfa_mx *b, const mxfa_tensor *c,
                                mxfa_model model, mxfa_tensor *d)
 {
-    fenv_t env;
-    mxfa_fpenv_enter(&env);
-    mxfa_status st = gemm_in_env(ctx, a, b, c, model, d);
-    mxfa_fpenv_leave(&env);
-    return st;
+    MXFA_RETURN_IN_DEFAULT_FPENV(gemm_in_env(ctx, a, b, c, model, d));
 }
 
 static mxfa_status mma_chain_in_env(mxfa_ctx *ctx, mxfa_instr instr, const mxfa_tensor *a, const mxfa_tensor *b,
@@ -96,9 +92,5 @@ static mxfa_status mma_chain_in_env(mxfa_ctx *ctx, mxfa_instr instr, const mxfa_
 MXFA_API mxfa_status mxfa_mma_chain(mxfa_ctx *ctx, mxfa_instr instr, const mxfa_tensor *a, const mxfa_tensor *b,
                                     const mxfa_tensor *c, mxfa_tensor *d)
 {
-    fenv_t env;
-    mxfa_fpenv_enter(&env);
-    mxfa_status st = mma_chain_in_env(ctx, instr, a, b, c, d);
-    mxfa_fpenv_leave(&env);
-    return st;
+    MXFA_RETURN_IN_DEFAULT_FPENV(mma_chain_in_env(ctx, instr, a, b, c, d));
 }

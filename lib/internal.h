@@ -215,5 +215,16 @@ static inline void mxfa_fpenv_leave(const fenv_t *saved)
     fesetenv(saved);
 }
 
+/* The body of an entry point: return `call` (an mxfa_status expression)
+ * evaluated in the default environment. */
+#define MXFA_RETURN_IN_DEFAULT_FPENV(call)                                                                            \
+    do {                                                                                                              \
+        fenv_t saved_env_;                                                                                            \
+        mxfa_fpenv_enter(&saved_env_);                                                                                \
+        mxfa_status status_ = (call);                                                                                 \
+        mxfa_fpenv_leave(&saved_env_);                                                                                \
+        return status_;                                                                                               \
+    } while (0)
+
 
 #endif

@@ -75,9 +75,5 @@ static mxfa_status compare_in_env(const mxfa_tensor *out, const mxfa_tensor *ref
 
 MXFA_API mxfa_status mxfa_compare(const mxfa_tensor *out, const mxfa_tensor *ref, mxfa_metrics *m)
 {
-    fenv_t env;
-    mxfa_fpenv_enter(&env);
-    mxfa_status st = compare_in_env(out, ref, m);
-    mxfa_fpenv_leave(&env);
-    return st;
+    MXFA_RETURN_IN_DEFAULT_FPENV(compare_in_env(out, ref, m));
 }

@@ -117,11 +117,7 @@ static mxfa_status quantize_in_env(mxfa_ctx *ctx, const mxfa_tensor *x, mxfa_pre
 
 MXFA_API mxfa_status mxfa_quantize(mxfa_ctx *ctx, const mxfa_tensor *x, mxfa_preset preset, mxfa_mx *out)
 {
-    fenv_t env;
-    mxfa_fpenv_enter(&env);
-    mxfa_status st = quantize_in_env(ctx, x, preset, out);
-    mxfa_fpenv_leave(&env);
-    return st;
+    MXFA_RETURN_IN_DEFAULT_FPENV(quantize_in_env(ctx, x, preset, out));
 }
 
 static mxfa_status quantize_jagged_in_env(mxfa_ctx *ctx, const mxfa_tensor *x, const int32_t *cu_seqlens,
@@ -135,11 +131,7 @@ static mxfa_status quantize_jagged_in_env(mxfa_ctx *ctx, const mxfa_tensor *x, c
 MXFA_API mxfa_status mxfa_quantize_jagged(mxfa_ctx *ctx, const mxfa_tensor *x, const int32_t *cu_seqlens,
                                           int batch, mxfa_preset preset, mxfa_mx *out)
 {
-    fenv_t env;
-    mxfa_fpenv_enter(&env);
-    mxfa_status st = quantize_jagged_in_env(ctx, x, cu_seqlens, batch, preset, out);
-    mxfa_fpenv_leave(&env);
-    return st;
+    MXFA_RETURN_IN_DEFAULT_FPENV(quantize_jagged_in_env(ctx, x, cu_seqlens, batch, preset, out));
 }
 
 /* Check an MXFP8 input in the compact layout; *dv and *sv are its views. */
@@ -169,11 +161,7 @@ static mxfa_status dequantize_in_env(mxfa_ctx *ctx, const mxfa_mx *in, mxfa_tens
 
 MXFA_API mxfa_status mxfa_dequantize(mxfa_ctx *ctx, const mxfa_mx *in, mxfa_tensor *out)
 {
-    fenv_t env;
-    mxfa_fpenv_enter(&env);
-    mxfa_status st = dequantize_in_env(ctx, in, out);
-    mxfa_fpenv_leave(&env);
-    return st;
+    MXFA_RETURN_IN_DEFAULT_FPENV(dequantize_in_env(ctx, in, out));
 }
 
 MXFA_API mxfa_status mxfa_transpose(mxfa_ctx *ctx, const mxfa_mx *in, mxfa_mx *out)
