@@ -239,6 +239,32 @@ static void quantize_rows(mxfa_ctx *c, const float *x, int64_t R, int64_t K, mxf
     mxfa_quantize(c, &X, MXFA_PRESET_RCEIL, m);
 }
 
+/* mxfa_gemm (C optional) on ref and on every cpu configuration: the
+ * number of calls that fail or differ from ref's bytes, the configurations
+ * compared added to *cases, and the first that differs in *first. */
+static int gemm_vs_ref(const mxfa_mx *A, const mxfa_mx *B, const float *c, int64_t M, int64_t N, mxfa_model model,
+                       int *cases, const char **first)
+{
+    float *d[2] = {malloc((size_t)(M * N) * 4), malloc((size_t)(M * N) * 4)};
+    int bad = 0;
+    *first = NULL;
+    for (int cfg = 0; cfg <= nconf; cfg++) {
+        mxfa_tensor C = mxfa_tensor_2d((void *)c, MXFA_F32, M, N), D = mxfa_tensor_2d(d[cfg > 0], MXFA_F32, M, N);
+        if (mxfa_gemm(cfg ? use(cfg - 1) : ref, A, B, c ? &C : NULL, model, &D) != MXFA_OK)
+            bad++;
+        if (!cfg)
+            continue;
+        (*cases)++;
+        if (!same(d[0], d[1], (size_t)(M * N) * 4)) {
+            if (!*first)
+                *first = conf_name[cfg - 1];
+            bad++;
+        }
+    }
+    free(d[0]), free(d[1]);
+    return bad;
+}
+
 static void check_gemm(void)
 {
     static const int64_t shapes[][3] = {{1, 1, 1}, {37, 45, 100}, {64, 64, 256}, {5, 130, 64}, {33, 31, 33}};
@@ -259,23 +285,13 @@ static void check_gemm(void)
                             as[i] = (uint8_t)(i % 17 == 3 ? 0xFF : (as[i] + i * 37) % 255);
                     for (int model = 0; model < 4; model++)
                         for (int withc = 0; withc < 2; withc++) {
-                            float *d[2] = {malloc((size_t)(M * N) * 4), malloc((size_t)(M * N) * 4)};
-                            for (int cfg = 0; cfg <= nconf; cfg++) {
-                                mxfa_tensor C = mxfa_tensor_2d(c, MXFA_F32, M, N), D = mxfa_tensor_2d(d[cfg > 0], MXFA_F32, M, N);
-                                if (mxfa_gemm(cfg ? use(cfg - 1) : ref, &A, &B, withc ? &C : NULL, (mxfa_model)model, &D) != MXFA_OK)
-                                    bad++;
-                                if (!cfg)
-                                    continue;
-                                cases++;
-                                if (!same(d[0], d[1], (size_t)(M * N) * 4)) {
-                                    if (bad < 5)
-                                        diag("gemm %lldx%lldx%lld model %d formats %d%d C %d specials %d differs on %s",
-                                             (long long)M, (long long)N, (long long)K, model, fa, fb, withc, specials,
-                                             conf_name[cfg - 1]);
-                                    bad++;
-                                }
-                            }
-                            free(d[0]), free(d[1]);
+                            const char *first;
+                            int n = gemm_vs_ref(&A, &B, withc ? c : NULL, M, N, (mxfa_model)model, &cases, &first);
+                            if (n && bad < 5)
+                                diag("gemm %lldx%lldx%lld model %d formats %d%d C %d specials %d differs on %s",
+                                     (long long)M, (long long)N, (long long)K, model, fa, fb, withc, specials,
+                                     first ? first : "(a call failed)");
+                            bad += n;
                         }
                     free(ad), free(as), free(bd), free(bs);
                 }
@@ -333,7 +349,6 @@ static void check_gemm_ranges(void)
     quantize_rows(ref, b, N, K, MXFA_E4M3, bd, bs0, &B);
     A.scales.data = as;
     B.scales.data = bs;
-    float *d[2] = {malloc((size_t)(M * N) * 4), malloc((size_t)(M * N) * 4)};
     for (size_t si = 0; si < sizeof shift / sizeof shift[0]; si++)
         for (size_t ci = 0; ci < sizeof cexp / sizeof cexp[0]; ci++) {
             for (int64_t i = 0; i < M * kb; i++)
@@ -342,25 +357,18 @@ static void check_gemm_ranges(void)
                 bs[i] = (uint8_t)(bs0[i] + shift[si] < 1 ? 1 : bs0[i] + shift[si] > 254 ? 254 : bs0[i] + shift[si]);
             for (int64_t i = 0; i < M * N; i++)
                 c[i] = (float)ldexp(gauss(), cexp[ci] + (int)(i % 7));
-            for (int model = 0; model < 4; model++)
-                for (int cfg = 0; cfg <= nconf; cfg++) {
-                    mxfa_tensor C = mxfa_tensor_2d(c, MXFA_F32, M, N), D = mxfa_tensor_2d(d[cfg > 0], MXFA_F32, M, N);
-                    if (mxfa_gemm(cfg ? use(cfg - 1) : ref, &A, &B, &C, (mxfa_model)model, &D) != MXFA_OK)
-                        bad++;
-                    if (!cfg)
-                        continue;
-                    cases++;
-                    if (!same(d[0], d[1], (size_t)(M * N) * 4)) {
-                        if (bad < 5)
-                            diag("gemm ranges: scale shift %d, C ~2^%d, model %d differs on %s", shift[si], cexp[ci],
-                                 model, conf_name[cfg - 1]);
-                        bad++;
-                    }
-                }
+            for (int model = 0; model < 4; model++) {
+                const char *first;
+                int n = gemm_vs_ref(&A, &B, c, M, N, (mxfa_model)model, &cases, &first);
+                if (n && bad < 5)
+                    diag("gemm ranges: scale shift %d, C ~2^%d, model %d differs on %s", shift[si], cexp[ci], model,
+                         first ? first : "(a call failed)");
+                bad += n;
+            }
         }
     ok(bad == 0, "gemm at the edges of the fp32 range: %d cases (6 scale shifts x 5 accumulator sizes x 4 models x %d "
                  "configurations) equal ref", cases, nconf);
-    free(a), free(b), free(c), free(ad), free(as), free(bd), free(bs), free(as0), free(bs0), free(d[0]), free(d[1]);
+    free(a), free(b), free(c), free(ad), free(as), free(bd), free(bs), free(as0), free(bs0);
 }
 
 /* ---- attention ---- */
