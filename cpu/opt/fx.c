@@ -257,7 +257,8 @@ void fx_block(const cpu_kernels *kern, const fx_step *st, const fx_mat *a, int64
         const uint16_t *be = &b->e[bk0 * b->ld + bc0 + j0];
         /* whether any column of the tile is flagged: most tiles are clean,
          * and then so is every row whose own flags are clear */
-        int cols_flagged = 0;
+        uint8_t bhi[32];
+        int bhi_ready = 0, cols_flagged = 0;
         for (int j = 0; j < KERN_NR; j++)
             cols_flagged |= fb[j0 + j] | (st->widen && (sb[j0 + j] < -110 || sb[j0 + j] > 110));
         for (int i0 = 0; i0 < m; i0 += KERN_MR) {
@@ -308,9 +309,14 @@ void fx_block(const cpu_kernels *kern, const fx_step *st, const fx_mat *a, int64
                                 pend[r][j] = KERN_TRUNCATE_WIDE;
                 kern->dot(gn, av + g0, ae + g0, lda, bv + g0 * b->ld, be + g0 * b->ld, b->ld, &part);
                 npend = kern->combine(st->how, &part, mr, rows, &sa[i0], &sb[j0], &acc[i0 * ldc + j0], ldc, pend);
-                if (npend)
-                    npend = kern->fix(st->how, gn, av + g0, lda, bv + g0 * b->ld, b->ld, &part, mr, npend, &sa[i0],
-                                      &sb[j0], &acc[i0 * ldc + j0], ldc, pend);
+                if (npend) {
+                    if (!bhi_ready) { /* once per column tile, for all its rows */
+                        kern->lsb_bound(kn, be, b->ld, bhi);
+                        bhi_ready = 1;
+                    }
+                    npend = kern->fix(st->how, gn, av + g0, ae + g0, lda, bv + g0 * b->ld, b->ld, bhi + g0, &part, mr,
+                                      npend, &sa[i0], &sb[j0], &acc[i0 * ldc + j0], ldc, pend);
+                }
             }
             for (int r = 0; r < mr; r++) {
                 int i = i0 + r;

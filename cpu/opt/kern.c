@@ -303,6 +303,22 @@ static inline v8di load8i(const int32_t *x)
     return cvt_i32_i64(v);
 }
 
+static inline v8su load8su(const uint32_t *x)
+{
+    v8su v;
+    memcpy(&v, x, sizeof v);
+    return v;
+}
+
+/* whether any lane is nonzero */
+static inline int any8(v8si x)
+{
+    x |= __builtin_shufflevector(x, x, 4, 5, 6, 7, 0, 1, 2, 3);
+    x |= __builtin_shufflevector(x, x, 2, 3, 0, 1, 6, 7, 4, 5);
+    x |= __builtin_shufflevector(x, x, 1, 0, 3, 2, 5, 4, 7, 6);
+    return x[0] != 0;
+}
+
 static inline v8di load8u(const uint32_t *x)
 {
     v8su v;
@@ -391,9 +407,87 @@ static void truncated_sums8(int kn, const double *a, const double *b, int64_t ld
     memcpy(out, &t0, sizeof t0);
 }
 
-static unsigned fix(kern_combine how, int kn, const double *a, int64_t lda, const double *b, int64_t ldb,
-                    const kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb, uint32_t *acc,
-                    int64_t ldc, uint32_t (*pending)[KERN_NR])
+/*
+ * The truncated sums when only the k in `cut` can have products off their
+ * grids, the others' products being integers in grid units: those sum to
+ * S - X, where S is the dot's sum over every k and X the sum over `cut`,
+ * and the cut ones are truncated one by one. Exact when every product of
+ * the column lies within 46 bits of the largest (ep + nl <= 46, checked by
+ * the caller): S and X are then exact doubles, and so is S - X, a sum of
+ * products on the grid; times 2^-g it is an integer below 2^32.
+ */
+static void truncated_sums_sparse(const double *a, const double *b, int64_t ldb, const double *unit, uint32_t cut,
+                                  unsigned chunks, const double *s, double *out)
+{
+    v8df x[KERN_NR / 8] = {{0}}, t[KERN_NR / 8] = {{0}};
+    for (; cut; cut &= cut - 1) {
+        int k = __builtin_ctz(cut);
+        double ak = a[k];
+        v8df va = {ak, ak, ak, ak, ak, ak, ak, ak};
+        for (int c = 0; c < KERN_NR / 8; c++)
+            if (chunks >> c & 1) {
+                v8df pk = va * load8(b + k * ldb + 8 * c);
+                x[c] += pk;
+                t[c] += __builtin_convertvector(__builtin_convertvector(pk * load8(unit + 8 * c), v8di), v8df);
+            }
+    }
+    for (int c = 0; c < KERN_NR / 8; c++) {
+        v8df r = (load8(s + 8 * c) - x[c]) * load8(unit + 8 * c) + t[c];
+        memcpy(out + 8 * c, &r, sizeof r);
+    }
+}
+
+/* The k whose products may fall below the coarsest grid 2^gmax: a
+ * product's lowest bit is at least lsb(a_k) + min_j lsb(b_kj), that is
+ * (FX_BIAS - high field byte of a_k) + (FX_BIAS - bhi[k]). */
+static uint32_t cut_mask(int kn, const uint16_t *ae, const uint8_t *bhi, int64_t gmax)
+{
+    int64_t thr = 2 * FX_BIAS - gmax; /* cut where ha + bhi > thr */
+    if (thr < 0)
+        thr = 0; /* every k with a nonzero a_k */
+    if (thr > 0xFFFF)
+        return 0;
+#if defined(__AVX512BW__)
+    __m512i ha = _mm512_setzero_si512(), hb = _mm512_setzero_si512();
+    __mmask32 live = kn >= 32 ? ~(__mmask32)0 : (((__mmask32)1 << kn) - 1);
+    ha = _mm512_srli_epi16(_mm512_maskz_loadu_epi16(live, ae), 8);
+    hb = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(live, bhi));
+    __mmask32 nz = _mm512_test_epi16_mask(ha, ha);
+    return _mm512_mask_cmpgt_epu16_mask(nz, _mm512_add_epi16(ha, hb), _mm512_set1_epi16((short)thr));
+#else
+    uint32_t cut = 0;
+    for (int k = 0; k < kn; k++) {
+        int ha = ae[k] >> 8;
+        cut |= (uint32_t)(ha != 0 && ha + bhi[k] > thr) << k;
+    }
+    return cut;
+#endif
+}
+
+/* bhi[k]: the largest high field byte (FX_BIAS - lowest set bit) over the
+ * KERN_NR columns of B row k; 0 when the row is all zeros. */
+static void lsb_bound(int kn, const uint16_t *be, int64_t ldb, uint8_t *bhi)
+{
+    for (int k = 0; k < kn; k++) {
+#if defined(__AVX512BW__)
+        /* high bytes packed, halved twice, then the largest as the smallest
+         * complement (phminposuw) */
+        __m256i h = _mm512_cvtepi16_epi8(_mm512_srli_epi16(_mm512_loadu_si512(be + k * ldb), 8));
+        __m128i m = _mm_max_epu8(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        m = _mm_and_si128(_mm_max_epu8(m, _mm_srli_epi16(m, 8)), _mm_set1_epi16(0xFF));
+        bhi[k] = (uint8_t)(0xFF - _mm_cvtsi128_si32(_mm_minpos_epu16(_mm_xor_si128(m, _mm_set1_epi16(0xFF)))));
+#else
+        uint8_t hm = 0;
+        for (int j = 0; j < KERN_NR; j++)
+            hm = (uint8_t)(be[k * ldb + j] >> 8) > hm ? (uint8_t)(be[k * ldb + j] >> 8) : hm;
+        bhi[k] = hm;
+#endif
+    }
+}
+
+static unsigned fix(kern_combine how, int kn, const double *a, const uint16_t *ae, int64_t lda, const double *b,
+                    int64_t ldb, const uint8_t *bhi, const kern_partial *p, int mr, unsigned rows, const int *sa,
+                    const int *sb, uint32_t *acc, int64_t ldc, uint32_t (*pending)[KERN_NR])
 {
     unsigned left = 0;
     for (int r = 0; r < mr; r++) {
@@ -408,12 +502,14 @@ static unsigned fix(kern_combine how, int kn, const double *a, int64_t lda, cons
         }
         double unit[KERN_NR], sum[KERN_NR];
         int64_t grid[KERN_NR], wide_emax[KERN_NR];
-        int any_wide = 0;
         unsigned chunks = 0; /* the groups of eight columns with a marked one */
-        for (int j = 0; j < KERN_NR; j++) {
-            any_wide |= pend[j] == KERN_TRUNCATE_WIDE;
-            chunks |= (unsigned)(pend[j] == KERN_TRUNCATE || pend[j] == KERN_TRUNCATE_WIDE) << (j / 8);
+        int any_wide = 0;
+        for (int j0 = 0; j0 < KERN_NR; j0 += 8) {
+            v8su pm = load8su(pend + j0);
+            chunks |= (unsigned)any8((v8si)((pm == KERN_TRUNCATE) | (pm == KERN_TRUNCATE_WIDE))) << (j0 / 8);
+            any_wide |= any8((v8si)(pm == KERN_TRUNCATE_WIDE));
         }
+        v8di gmax = SPLAT(INT64_MIN), spread = SPLAT(0);
         if (any_wide)
             exact_emax(kn, a + r * lda, b, ldb, wide_emax);
         /* the grid of each marked column, in units of the unscaled products */
@@ -439,11 +535,20 @@ static unsigned fix(kern_combine how, int kn, const double *a, int64_t lda, cons
                 g = sel(ep > -133, ep, SPLAT(-133)) - 13;
             }
             g = sel(want, g, SPLAT(0));
+            gmax = sel(want & (g > gmax), g, gmax);
+            spread |= want & ((f & 0xFF) + (f >> 8) - 256 > 46);
             v8df u = (v8df)(want & (v8di)pow2v(-g));
             memcpy(unit + j0, &u, sizeof u);
             memcpy(grid + j0, &g, sizeof g);
         }
-        if (chunks & (chunks - 1)) { /* two groups of eight or more */
+        /* sparse: every marked column's products lie within 46 bits */
+        if (!any_wide && !any8(__builtin_convertvector(spread, v8si))) {
+            int64_t gm = INT64_MIN;
+            for (int i = 0; i < 8; i++)
+                gm = gmax[i] > gm ? gmax[i] : gm;
+            uint32_t cut = gm == INT64_MIN ? 0 : cut_mask(kn, ae + r * lda, bhi, gm);
+            truncated_sums_sparse(a + r * lda, b, ldb, unit, cut, chunks, p->sum[r], sum);
+        } else if (chunks & (chunks - 1)) { /* two groups of eight or more */
             truncated_sums(kn, a + r * lda, b, ldb, unit, sum);
         } else {
             for (int c = 0; c < KERN_NR / 8; c++) {
@@ -548,6 +653,7 @@ static unsigned combine_in_exponent_avx512(const kern_partial *p, int mr, unsign
         uint32_t *ac = acc + r * ldc, *pend = pending[r];
         const __m512d pa = _mm512_castsi512_pd(_mm512_set1_epi64((int64_t)(sa[r] + 1023) << 52)); /* 2^sa */
         __mmask16 undecided = 0;
+#pragma GCC unroll 2
         for (int j0 = 0; j0 < KERN_NR; j0 += 16) {
             __m512i f = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)&p->fields[r][j0]));
             __m512i s = _mm512_add_epi32(_mm512_loadu_si512(&sb[j0]), _mm512_set1_epi32(sa[r] - 128)); /* s - 128 */
@@ -1116,4 +1222,4 @@ static float scores(const uint32_t *s, int nvis, int n, float c, float m, float 
     return any_nan ? NAN : r;
 }
 
-const cpu_kernels KERN_NAME = {KERN_ISA, dot, combine, fix, scores, softmax_p, exp2v, encode, decode_e4m3, quantize_rows, quantize_blocks};
+const cpu_kernels KERN_NAME = {KERN_ISA, dot, combine, fix, lsb_bound, scores, softmax_p, exp2v, encode, decode_e4m3, quantize_rows, quantize_blocks};

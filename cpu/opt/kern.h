@@ -84,12 +84,17 @@ typedef struct cpu_kernels {
                         uint32_t *acc, int64_t ldc, uint32_t (*pending)[KERN_NR]);
     /* The exact truncation step (fix in kern.c) for the columns marked
      * KERN_TRUNCATE in the rows of `rows`, after a combine over the same
-     * group: A row r at a + r * lda (kn values), B rows at b + k * ldb.
+     * group: A row r at a + r * lda (kn values, fields at ae), B rows at
+     * b + k * ldb, bhi from lsb_bound over the same B rows.
      * Marks 0 where it decides and 1 where only the reference can; returns
      * the rows with a column still pending, as bits. */
-    unsigned (*fix)(kern_combine how, int kn, const double *a, int64_t lda, const double *b, int64_t ldb,
-                    const kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb, uint32_t *acc,
-                    int64_t ldc, uint32_t (*pending)[KERN_NR]);
+    unsigned (*fix)(kern_combine how, int kn, const double *a, const uint16_t *ae, int64_t lda, const double *b,
+                    int64_t ldb, const uint8_t *bhi, const kern_partial *p, int mr, unsigned rows, const int *sa,
+                    const int *sb, uint32_t *acc, int64_t ldc, uint32_t (*pending)[KERN_NR]);
+    /* bhi[k] for k < kn: the largest high field byte over the KERN_NR
+     * columns of B row k (fields at be + k * ldb), a bound on their lowest
+     * set bits for fix. */
+    void (*lsb_bound)(int kn, const uint16_t *be, int64_t ldb, uint8_t *bhi);
     /* x[j] = S[j] c for the first nvis of n keys, -Inf for the others; the
      * new running maximum (NaN if a score is NaN, else max(m, x)). */
     float (*scores)(const uint32_t *s, int nvis, int n, float c, float m, float *x);
