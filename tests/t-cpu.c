@@ -371,6 +371,78 @@ static void check_gemm_ranges(void)
     free(a), free(b), free(c), free(ad), free(as), free(bd), free(bs), free(as0), free(bs0);
 }
 
+/*
+ * Random finite codes in every format pair, a quarter of them the largest
+ * finite value and a quarter the smallest subnormal: the products of one group
+ * then span up to 63 binades (E5M2 subnormals against its largest values),
+ * past the 46 over which the truncation step may take the sum of its
+ * uncut products from the dot's double sum; such columns must take the
+ * dense truncated sums.
+ */
+static uint8_t extreme_code(int e5m2)
+{
+    uint8_t sign = (uint8_t)(rng_below(2) << 7);
+    switch (rng_below(4)) {
+    case 0: return (uint8_t)(sign | (e5m2 ? 0x7B : 0x7E)); /* the largest finite */
+    case 1: return (uint8_t)(sign | 1);                     /* the smallest subnormal */
+    default: /* any finite code (NaN and Inf are other tests' business) */
+        for (;;) {
+            uint8_t c = (uint8_t)rng_below(256);
+            if ((c & 0x7F) < (e5m2 ? 0x7C : 0x7F))
+                return c;
+        }
+    }
+}
+
+static void check_gemm_codes(void)
+{
+    const int64_t M = 21, N = 64, K = 96, kb = K / 32;
+    int bad = 0, cases = 0;
+    float *a = data(M * K, K, 0), *b = data(N * K, K, 0), *c = data(M * N, N, 0);
+    uint8_t *ad = malloc((size_t)(M * K)), *as = malloc((size_t)(M * kb));
+    uint8_t *bd = malloc((size_t)(N * K)), *bs = malloc((size_t)(N * kb));
+    for (int fa = 0; fa < 2; fa++)
+        for (int fb = 0; fb < 2; fb++) {
+            mxfa_mx A, B;
+            quantize_rows(ref, a, M, K, fa ? MXFA_E5M2 : MXFA_E4M3, ad, as, &A);
+            quantize_rows(ref, b, N, K, fb ? MXFA_E5M2 : MXFA_E4M3, bd, bs, &B);
+            for (int64_t i = 0; i < M * K; i++)
+                ad[i] = extreme_code(fa);
+            for (int64_t i = 0; i < N * K; i++)
+                bd[i] = extreme_code(fb);
+            for (int64_t i = 0; i < M * kb; i++)
+                as[i] = (uint8_t)(120 + rng_below(15));
+            for (int64_t i = 0; i < N * kb; i++)
+                bs[i] = (uint8_t)(120 + rng_below(15));
+            /* A row 0 by B column 0, last group (where no later group's
+             * grid can hide the difference): the smallest product, then
+             * two of the largest that cancel. The dot's double sum loses the
+             * small one and ends at zero; cut to the grid the small one is
+             * zero too, but only the dense truncated sums see that: the sum
+             * of the others is not S less the small one. */
+            static const uint8_t a0[2][3] = {{0x01, 0x7E, 0xFE}, {0x01, 0x7B, 0xFB}};
+            static const uint8_t b0[2][3] = {{0x01, 0x7E, 0x7E}, {0x01, 0x7B, 0x7B}};
+            for (int k = 0; k < 32; k++) {
+                ad[64 + k] = k < 3 ? a0[fa][k] : 0;
+                bd[64 + k] = k < 3 ? b0[fb][k] : 0;
+            }
+            for (int64_t j = 1; j < 32; j++) /* no small B in those k: only the first can be cut */
+                bd[j * K + 65] = bd[j * K + 66] = b0[fb][1];
+            for (int model = 0; model < 4; model++)
+                for (int withc = 0; withc < 2; withc++) {
+                    const char *first;
+                    int n = gemm_vs_ref(&A, &B, withc ? c : NULL, M, N, (mxfa_model)model, &cases, &first);
+                    if (n && bad < 5)
+                        diag("gemm on random codes: formats %d%d model %d C %d differs on %s", fa, fb, model, withc,
+                             first ? first : "(a call failed)");
+                    bad += n;
+                }
+        }
+    ok(bad == 0, "gemm on random and extreme codes: %d cases (4 format pairs x 4 models x C or not x %d configurations) "
+                 "equal ref", cases, nconf);
+    free(a), free(b), free(c), free(ad), free(as), free(bd), free(bs);
+}
+
 /* ---- attention ---- */
 typedef struct attn_case {
     int batch;
@@ -614,6 +686,7 @@ int main(void)
     check_scale_rules();
     check_gemm();
     check_gemm_ranges();
+    check_gemm_codes();
     check_attn(0);
     check_attn(1);
     check_fpenv();

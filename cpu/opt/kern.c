@@ -485,6 +485,88 @@ static void lsb_bound(int kn, const uint16_t *be, int64_t ldb, uint8_t *bhi)
     }
 }
 
+#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512BW__)
+/*
+ * The truncation step for one row after combine_in_exponent_avx512, which
+ * left each marked column's grid g and cut accumulator in the partial and
+ * checked that its products lie within 46 bits: the truncated sum as in
+ * truncated_sums_sparse, then T = (S - X) 2^s + acc_cut + R 2^(g + s), each
+ * step exact (multiples of the grid 2^(g + s) below 2^(g + s + 33)), cut
+ * to 24 bits and narrowed as in the combine. Returns whether a column of
+ * the row is still pending.
+ */
+static int fix_row_avx512(int kn, const double *a, const uint16_t *ae, const double *b, int64_t ldb,
+                          const uint8_t *bhi, const kern_partial *p, int r, int sa, const int *sb, uint32_t *ac,
+                          uint32_t *pend)
+{
+    const __m512i trunc_mark = _mm512_set1_epi32(KERN_TRUNCATE);
+    __mmask16 want[2];
+    int32_t gmax = INT32_MIN;
+    for (int h = 0; h < 2; h++) {
+        want[h] = _mm512_cmpeq_epi32_mask(_mm512_loadu_si512(&pend[16 * h]), trunc_mark);
+        int32_t m = _mm512_mask_reduce_max_epi32(want[h], _mm512_loadu_si512(&p->grid[r][16 * h]));
+        gmax = want[h] && m > gmax ? m : gmax;
+    }
+    if (!(want[0] | want[1])) /* marks for the reference only */
+        return 1;
+    /* 2^-g per marked column (0 elsewhere), eight doubles at a time */
+    __m512d unit[KERN_NR / 8];
+    for (int c = 0; c < KERN_NR / 8; c++) {
+        __mmask8 w = (__mmask8)(want[c / 2] >> (8 * (c % 2)));
+        __m512i g = _mm512_cvtepi32_epi64(_mm256_loadu_si256((const __m256i *)&p->grid[r][8 * c]));
+        unit[c] = _mm512_castsi512_pd(
+            _mm512_maskz_slli_epi64(w, _mm512_sub_epi64(_mm512_set1_epi64(1023), g), 52));
+    }
+    __m512d x[KERN_NR / 8], t[KERN_NR / 8];
+    for (int c = 0; c < KERN_NR / 8; c++)
+        x[c] = t[c] = _mm512_setzero_pd();
+    for (uint32_t cut = cut_mask(kn, ae, bhi, gmax); cut; cut &= cut - 1) {
+        int k = __builtin_ctz(cut);
+        __m512d va = _mm512_set1_pd(a[k]);
+        for (int c = 0; c < KERN_NR / 8; c++) {
+            __m512d pk = _mm512_mul_pd(va, _mm512_loadu_pd(b + k * ldb + 8 * c));
+            x[c] = _mm512_add_pd(x[c], pk);
+            t[c] = _mm512_add_pd(t[c], _mm512_cvtepi64_pd(_mm512_cvttpd_epi64(_mm512_mul_pd(pk, unit[c]))));
+        }
+    }
+    const __m512i cut = _mm512_set1_epi64(~((INT64_C(1) << 29) - 1));
+    int undecided = 0;
+    for (int h = 0; h < 2; h++) {
+        if (!want[h]) {
+            undecided |= _mm512_test_epi32_mask(_mm512_loadu_si512(&pend[16 * h]), _mm512_loadu_si512(&pend[16 * h])) != 0;
+            continue;
+        }
+        __m512i s = _mm512_add_epi32(_mm512_loadu_si512(&sb[16 * h]), _mm512_set1_epi32(sa));
+        __m512i gs = _mm512_add_epi32(_mm512_loadu_si512(&p->grid[r][16 * h]), s);
+        __m512i at = _mm512_loadu_si512(&p->acc_cut[r][16 * h]);
+        __m256 half[2];
+        for (int q = 0; q < 2; q++) {
+            int c = 2 * h + q;
+            __m512i s64 = _mm512_cvtepi32_epi64(q ? _mm512_extracti64x4_epi64(s, 1) : _mm512_castsi512_si256(s));
+            __m512i gs64 = _mm512_cvtepi32_epi64(q ? _mm512_extracti64x4_epi64(gs, 1) : _mm512_castsi512_si256(gs));
+            __m512d p2s = _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_add_epi64(s64, _mm512_set1_epi64(1023)), 52));
+            __m512d p2g = _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_add_epi64(gs64, _mm512_set1_epi64(1023)), 52));
+            __m512d af = _mm512_cvtps_pd(_mm256_castsi256_ps(q ? _mm512_extracti64x4_epi64(at, 1)
+                                                                : _mm512_castsi512_si256(at)));
+            __m512d T = _mm512_fmadd_pd(_mm512_sub_pd(_mm512_loadu_pd(&p->sum[r][8 * c]), x[c]), p2s, af);
+            T = _mm512_fmadd_pd(t[c], p2g, T);
+            half[q] = _mm512_cvtpd_ps(_mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(T), cut)));
+        }
+        __m512i res = _mm512_castps_si512(_mm512_insertf32x8(_mm512_castps256_ps512(half[0]), half[1], 1));
+        __mmask16 tz = _mm512_testn_epi32_mask(res, _mm512_set1_epi32(0x7FFFFFFF));
+        __m512i rexp = _mm512_and_si512(res, _mm512_set1_epi32(0x7F800000));
+        __mmask16 normal = _mm512_test_epi32_mask(rexp, rexp) &
+                           _mm512_cmpneq_epi32_mask(rexp, _mm512_set1_epi32(0x7F800000));
+        __mmask16 done = want[h] & (tz | normal);
+        _mm512_mask_storeu_epi32(&ac[16 * h], done, _mm512_maskz_mov_epi32((__mmask16)~tz, res));
+        _mm512_mask_storeu_epi32(&pend[16 * h], want[h], _mm512_maskz_mov_epi32((__mmask16)~done, _mm512_set1_epi32(1)));
+        __m512i pm = _mm512_loadu_si512(&pend[16 * h]);
+        undecided |= _mm512_test_epi32_mask(pm, pm) != 0;
+    }
+    return undecided;
+}
+#endif
+
 static unsigned fix(kern_combine how, int kn, const double *a, const uint16_t *ae, int64_t lda, const double *b,
                     int64_t ldb, const uint8_t *bhi, const kern_partial *p, int mr, unsigned rows, const int *sa,
                     const int *sb, uint32_t *acc, int64_t ldc, uint32_t (*pending)[KERN_NR])
@@ -494,6 +576,19 @@ static unsigned fix(kern_combine how, int kn, const double *a, const uint16_t *a
         if (!(rows >> r & 1))
             continue;
         uint32_t *pend = pending[r], *ac = acc + r * ldc;
+#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512BW__)
+        /* the combine left the work done: unless an operand is wide (its
+         * marks came from fx_block) or the products span too far */
+        if (how == KERN_IN_EXPONENT && !(p->dense >> r & 1)) {
+            const __m512i wide = _mm512_set1_epi32(KERN_TRUNCATE_WIDE);
+            if (!(_mm512_cmpeq_epi32_mask(_mm512_loadu_si512(&pend[0]), wide) |
+                  _mm512_cmpeq_epi32_mask(_mm512_loadu_si512(&pend[16]), wide))) {
+                left |= (unsigned)fix_row_avx512(kn, a + r * lda, ae + r * lda, b, ldb, bhi, p, r, sa[r], sb, ac, pend)
+                        << r;
+                continue;
+            }
+        }
+#endif
         if (how == KERN_EXACT_PROMOTE) { /* nothing to truncate: the reference decides */
             for (int j = 0; j < KERN_NR; j++)
                 pend[j] = pend[j] != 0;
@@ -637,7 +732,7 @@ static void combine_promote(kern_combine how, const kern_partial *p, int r, int 
  * of either sign: a zero result becomes +0 anyway), and 2^s as the product
  * of 2^sa and 2^sb, exact in double for any two scales.
  */
-static unsigned combine_in_exponent_avx512(const kern_partial *p, int mr, unsigned rows, const int *sa,
+static unsigned combine_in_exponent_avx512(kern_partial *p, int mr, unsigned rows, const int *sa,
                                            const int *sb, uint32_t *acc, int64_t ldc, uint32_t (*pending)[KERN_NR])
 {
     const __m512i ff = _mm512_set1_epi32(0xFF), one = _mm512_set1_epi32(1);
@@ -646,7 +741,7 @@ static unsigned combine_in_exponent_avx512(const kern_partial *p, int mr, unsign
         __m512i e = _mm512_cvtepi32_epi64(_mm256_loadu_si256((const __m256i *)&sb[8 * c]));
         pb[c] = _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_add_epi64(e, _mm512_set1_epi64(1023)), 52));
     }
-    unsigned left = 0;
+    unsigned left = 0, dense = 0;
     for (int r = 0; r < mr; r++) {
         if (!(rows >> r & 1))
             continue;
@@ -667,7 +762,8 @@ static unsigned combine_in_exponent_avx512(const kern_partial *p, int mr, unsign
             emax = _mm512_mask_max_epi32(emax, anz, emax, racc);
             /* products off the grid 2^(emax - 25): s - nl < emax - 25 */
             __m512i low = _mm512_add_epi32(_mm512_sub_epi32(s, nlb), _mm512_set1_epi32(128 + 128 + 25));
-            __mmask16 ok = _mm512_cmpneq_epi32_mask(ef, ff) & ~_mm512_mask_cmplt_epi32_mask(pnz, low, emax);
+            __mmask16 lowbits = _mm512_cmplt_epi32_mask(low, emax);
+            __mmask16 ok = _mm512_cmpneq_epi32_mask(ef, ff) & ~(pnz & lowbits);
             /* the accumulator on the grid: its low k bits cleared */
             __m512i k = _mm512_sub_epi32(_mm512_sub_epi32(emax, racc), _mm512_set1_epi32(2));
             __m512i keep = _mm512_srav_epi32(_mm512_set1_epi32(INT32_MIN), _mm512_sub_epi32(_mm512_set1_epi32(31), k));
@@ -686,19 +782,31 @@ static unsigned combine_in_exponent_avx512(const kern_partial *p, int mr, unsign
             __m512i rexp = _mm512_and_si512(res, _mm512_set1_epi32(0x7F800000));
             __mmask16 normal = _mm512_test_epi32_mask(rexp, rexp) &
                                _mm512_cmpneq_epi32_mask(rexp, _mm512_set1_epi32(0x7F800000));
-            /* pending columns keep their mark; the others are decided or marked */
+            /* pending columns keep their mark; the others are decided, or
+             * handed to the truncation step with their grid and cut
+             * accumulator (products off the grid), or to the reference */
             __mmask16 fresh = _mm512_testn_epi32_mask(pin, pin), done = ok & (tz | normal) & fresh;
+            __mmask16 cut_off = fresh & pnz & lowbits & _mm512_cmpneq_epi32_mask(ef, ff);
             _mm512_mask_storeu_epi32(&ac[j0], done, _mm512_maskz_mov_epi32((__mmask16)~tz, res));
-            _mm512_mask_storeu_epi32(&pend[j0], (__mmask16)(~done & fresh), _mm512_set1_epi32(KERN_TRUNCATE));
+            _mm512_mask_storeu_epi32(&pend[j0], (__mmask16)(~done & fresh),
+                                     _mm512_mask_mov_epi32(one, cut_off, _mm512_set1_epi32(KERN_TRUNCATE)));
+            /* g = emax - 25 - s in units of the unscaled products */
+            _mm512_mask_storeu_epi32(&p->grid[r][j0], cut_off,
+                                     _mm512_sub_epi32(emax, _mm512_add_epi32(s, _mm512_set1_epi32(128 + 25))));
+            _mm512_mask_storeu_epi32(&p->acc_cut[r][j0], cut_off, at);
+            __mmask16 wide_span = _mm512_mask_cmpgt_epi32_mask(cut_off, _mm512_add_epi32(epb, nlb),
+                                                               _mm512_set1_epi32(256 + 46));
+            dense |= (unsigned)(wide_span != 0) << r;
             undecided |= (__mmask16)~done;
         }
         left |= (unsigned)(undecided != 0) << r;
     }
+    p->dense = dense;
     return left;
 }
 #endif
 
-static unsigned combine(kern_combine how, const kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb,
+static unsigned combine(kern_combine how, kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb,
                         uint32_t *acc, int64_t ldc, uint32_t (*pending)[KERN_NR])
 {
 #if defined(__AVX512F__) && defined(__AVX512DQ__)

@@ -35,6 +35,14 @@ typedef struct kern_partial {
     /* low byte: max over k of the biased raw sums (128 + raw); high byte:
      * max over k of the biased -(lowest bit) sums */
     uint16_t fields[KERN_MR][KERN_NR];
+    /* Left by a combine that hands columns to the truncation step with
+     * their work done (AVX-512, KERN_IN_EXPONENT): for a column marked
+     * KERN_TRUNCATE, the exponent of its grid in units of the unscaled
+     * products and the accumulator cut to that grid; bit r of `dense`:
+     * a marked column of row r whose products span more than 46 bits. */
+    int32_t grid[KERN_MR][KERN_NR];
+    uint32_t acc_cut[KERN_MR][KERN_NR];
+    unsigned dense;
 } kern_partial;
 
 /* The pending mark of a column whose products need truncating: the fast
@@ -80,7 +88,7 @@ typedef struct cpu_kernels {
      * sa[r] + sb[j]; pending[r][j] set (and that accumulator left alone)
      * where the fast path cannot decide, and already pending columns left
      * alone. Returns the rows with a pending column, as bits. */
-    unsigned (*combine)(kern_combine how, const kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb,
+    unsigned (*combine)(kern_combine how, kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb,
                         uint32_t *acc, int64_t ldc, uint32_t (*pending)[KERN_NR]);
     /* The exact truncation step (fix in kern.c) for the columns marked
      * KERN_TRUNCATE in the rows of `rows`, after a combine over the same
