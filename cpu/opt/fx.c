@@ -246,10 +246,14 @@ void fx_block(const cpu_kernels *kern, const fx_step *st, const fx_mat *a, int64
     double apad[KERN_MR * 32];
     uint16_t aepad[KERN_MR * 32];
     uint32_t acc0[KERN_MR][KERN_NR];
+    /* Pending marks and wide columns: all zero between row tiles, so that
+     * clean rows need not clear them; a tile clears what it set. */
     uint32_t pend[KERN_MR][KERN_NR];
     uint8_t wide[KERN_MR][KERN_NR]; /* columns whose every group needs KERN_TRUNCATE_WIDE */
     unsigned npend;
     kern_partial part;
+    memset(pend, 0, sizeof pend);
+    memset(wide, 0, sizeof wide);
     /* column tiles outside: one tile of B (32 columns of the block) stays in
      * the first-level cache while the rows stream past it */
     for (int j0 = 0; j0 < n; j0 += KERN_NR) {
@@ -279,14 +283,14 @@ void fx_block(const cpu_kernels *kern, const fx_step *st, const fx_mat *a, int64
                 lda = 32;
             }
             int any_wide = 0;
+            unsigned flagged = 0; /* rows whose marks were set here */
             for (int r = 0; r < mr; r++) {
                 int i = i0 + r;
                 if (group < kn) /* the fallback restarts the block from here */
                     memcpy(acc0[r], &acc[i * ldc + j0], sizeof acc0[r]);
-                if (!cols_flagged && !fa[i] && !(st->widen && (sa[i] < -110 || sa[i] > 110))) {
-                    clear_row(pend[r], wide[r]);
+                if (!cols_flagged && !fa[i] && !(st->widen && (sa[i] < -110 || sa[i] > 110)))
                     continue;
-                }
+                flagged |= 1u << r;
                 for (int j = 0; j < KERN_NR; j++) {
                     int fl = fa[i] | fb[j0 + j]; /* 1: the reference decides */
                     pend[r][j] = fl == 0 ? 0 : fl == FX_WIDE ? KERN_TRUNCATE_WIDE : 1;
@@ -320,8 +324,11 @@ void fx_block(const cpu_kernels *kern, const fx_step *st, const fx_mat *a, int64
             }
             for (int r = 0; r < mr; r++) {
                 int i = i0 + r;
-                if (!(npend >> r & 1))
+                if (!(npend >> r & 1)) {
+                    if (flagged >> r & 1)
+                        clear_row(pend[r], wide[r]);
                     continue;
+                }
                 if (group >= kn)
                     memcpy(acc0[r], &acc[i * ldc + j0], sizeof acc0[r]);
                 for (int j = 0; j < KERN_NR; j++)
@@ -329,6 +336,7 @@ void fx_block(const cpu_kernels *kern, const fx_step *st, const fx_mat *a, int64
                         acc[i * ldc + j0 + j] =
                             fallback(st, a, ar0 + i, ak0, b, bk0, bc0 + j0 + j, kn, sa[i], fa[i] & FX_NAN_SCALE,
                                      sb[j0 + j], fb[j0 + j] & FX_NAN_SCALE, acc0[r][j]);
+                clear_row(pend[r], wide[r]);
             }
         }
     }
