@@ -174,13 +174,18 @@ typedef struct bwd_kv {
     int64_t lq, lk, d;
     float c, log2e;
     bmat kt, k, ktbf, kbf, vt;      /* per key/value head */
-    bmat q, qw, dout, doutw;        /* per query head */
+    bmat q, qw, qt, qtw, dout, doutt, douttw; /* per query head (..t: transposed, ..w: bf16) */
     float *lse, *delta;
-    uint32_t *dq, *dk, *dv;         /* fp32 bits: dq [Lq][D], dk and dv [Lk][D] */
+    /* fp32 bits: dq [Lq][D]; dK and dV transposed, dkt and dvt [D][ldk]:
+     * their products run as dK^T += Q^T dS and dV^T += dO^T P, which
+     * take dS and P as they are quantized (the block step is symmetric in
+     * its two operands, so every element sees the same steps) */
+    uint32_t *dq, *dkt, *dvt;
+    int64_t ldk;
     /* per tile */
     float *pf, *ds;
     uint32_t *acc;
-    bmat pt, ptbf, dsq, dsqt, dsbf, dstbf;
+    bmat pq, pbf, dsq, dsbf;
     uint8_t *diag;
     scratch w;
 } bwd_kv;
@@ -248,27 +253,28 @@ static int tile(bwd_kv *job, int64_t r0, int64_t nr, int64_t c0)
             kern->encode(&mxfa_fp8_e4m3, &rule, (const uint32_t *)job->pf, (int)(nrp * bn), codes);
             memset(scales, 0x77, (size_t)((nrp / 32) * sc));
         }
-        memset(job->pt.flag, 0, (size_t)job->pt.nblk);
-        bmat_fill(kern, &job->pt, codes, scales, nrp, bn, 32, 32, 1, 0, job->st.widen);
+        memset(job->pq.flag, 0, (size_t)job->pq.nblk);
+        bmat_fill(kern, &job->pq, codes, scales, nrp, bn, 32, 32, 0, 0, job->st.widen);
         free(codes), free(scales);
     }
     int any_diag = 0;
     for (int64_t b0 = 0; b0 < bn; b0 += 32)
         any_diag |= job->diag[b0 / 32];
     if (any_diag) {
-        memset(job->ptbf.flag, 0, (size_t)job->ptbf.nblk);
-        bmat_fill_bf16(&job->ptbf, job->pf, nrp, bn, 1);
+        memset(job->pbf.flag, 0, (size_t)job->pbf.nblk);
+        bmat_fill_bf16(&job->pbf, job->pf, nrp, bn, 0);
     }
-    /* dV += P^T dO over this tile's queries, 32 at a time */
+    /* dV^T += dO^T P over this tile's queries, 32 at a time */
     for (int64_t q0 = 0; q0 < nr; q0 += 32) {
         int n = (int)(nr - q0 < 32 ? nr - q0 : 32);
         for (int64_t b0 = 0; b0 < nk; b0 += 32) {
-            int m = (int)(nk - b0 < 32 ? nk - b0 : 32);
-            uint32_t *acc = &job->dv[(c0 + b0) * d];
+            uint32_t *acc = &job->dvt[c0 + b0];
             if (job->diag[b0 / 32])
-                product(kern, &job->st_bf16, &job->ptbf, b0, q0, &job->doutw, r0 + q0, 0, n, m, (int)d, acc, d, &job->w);
+                product(kern, &job->st_bf16, &job->douttw, 0, r0 + q0, &job->pbf, q0, b0, n, (int)d, 32, acc,
+                        job->ldk, &job->w);
             else
-                product(kern, &job->st, &job->pt, b0, q0, &job->dout, r0 + q0, 0, n, m, (int)d, acc, d, &job->w);
+                product(kern, &job->st, &job->doutt, 0, r0 + q0, &job->pq, q0, b0, n, (int)d, 32, acc, job->ldk,
+                        &job->w);
         }
     }
     /* dP = dO V^T, dS = P (dP - delta) where P is not zero */
@@ -279,44 +285,42 @@ static int tile(bwd_kv *job, int64_t r0, int64_t nr, int64_t c0)
                     &job->w);
     memset(job->ds, 0, (size_t)(nrp * bn) * 4);
     for (int64_t r = 0; r < nr; r++) {
-        int64_t i = r0 + r, lim = key_limit(job, i);
-        for (int64_t j = 0; j < bn; j++) {
-            int64_t key = c0 + j;
-            float pv = job->pf[r * bn + j];
-            if (key > lim || key >= lk || pv == 0.0f)
-                continue;
-            job->ds[r * bn + j] = pv * (f32_from_bits(job->acc[r * bnp + j]) - job->delta[i]);
+        int64_t i = r0 + r, n = key_limit(job, i) + 1 - c0; /* visible keys */
+        n = n < nk ? n : nk;
+        const float *pr = &job->pf[r * bn], delta = job->delta[i];
+        const uint32_t *dp = &job->acc[r * bnp];
+        float *dsr = &job->ds[r * bn];
+        for (int64_t j = 0; j < n; j++) { /* a select, so that the loop vectorizes */
+            float v = pr[j] * (f32_from_bits(dp[j]) - delta);
+            dsr[j] = pr[j] != 0.0f ? v : 0.0f;
         }
     }
-    /* dS quantized in square blocks with the preset: dS (A of dQ) and dS^T
-     * (A of dK); the diagonal blocks take dS in bf16 */
+    /* dS quantized in square blocks with the preset: A of dQ, B of dK^T;
+     * the diagonal blocks take dS in bf16 */
     {
         uint8_t *codes = NULL, *scales = NULL;
         mxfa_view dv = {job->ds, MXFA_F32, nrp, bn, bn, 1};
         if (!mxfa_cpu_quantize_codes(kern, &dv, MXFA_BLOCK_SQUARE, p->preset, &codes, &scales))
             return 0;
         memset(job->dsq.flag, 0, (size_t)job->dsq.nblk);
-        memset(job->dsqt.flag, 0, (size_t)job->dsqt.nblk);
         bmat_fill(kern, &job->dsq, codes, scales, nrp, bn, 32, 32, 0, 0, job->st.widen);
-        bmat_fill(kern, &job->dsqt, codes, scales, nrp, bn, 32, 32, 1, 0, job->st.widen);
         free(codes), free(scales);
         if (any_diag) {
             memset(job->dsbf.flag, 0, (size_t)job->dsbf.nblk);
-            memset(job->dstbf.flag, 0, (size_t)job->dstbf.nblk);
             bmat_fill_bf16(&job->dsbf, job->ds, nrp, bn, 0);
-            bmat_fill_bf16(&job->dstbf, job->ds, nrp, bn, 1);
         }
     }
-    /* dK += dS^T Q over this tile's queries */
+    /* dK^T += Q^T dS over this tile's queries */
     for (int64_t q0 = 0; q0 < nr; q0 += 32) {
         int n = (int)(nr - q0 < 32 ? nr - q0 : 32);
         for (int64_t b0 = 0; b0 < nk; b0 += 32) {
-            int m = (int)(nk - b0 < 32 ? nk - b0 : 32);
-            uint32_t *acc = &job->dk[(c0 + b0) * d];
+            uint32_t *acc = &job->dkt[c0 + b0];
             if (job->diag[b0 / 32])
-                product(kern, &job->st_bf16, &job->dstbf, b0, q0, &job->qw, r0 + q0, 0, n, m, (int)d, acc, d, &job->w);
+                product(kern, &job->st_bf16, &job->qtw, 0, r0 + q0, &job->dsbf, q0, b0, n, (int)d, 32, acc,
+                        job->ldk, &job->w);
             else
-                product(kern, &job->st, &job->dsqt, b0, q0, &job->q, r0 + q0, 0, n, m, (int)d, acc, d, &job->w);
+                product(kern, &job->st, &job->qt, 0, r0 + q0, &job->dsq, q0, b0, n, (int)d, 32, acc, job->ldk,
+                        &job->w);
         }
     }
     /* dQ += dS K over this tile's keys, 32-key block by block */
@@ -333,11 +337,11 @@ static int tile(bwd_kv *job, int64_t r0, int64_t nr, int64_t c0)
 
 static void job_free(bwd_kv *j)
 {
-    bmat *all[] = {&j->kt, &j->k, &j->ktbf, &j->kbf, &j->vt, &j->q, &j->qw, &j->dout, &j->doutw,
-                   &j->pt, &j->ptbf, &j->dsq, &j->dsqt, &j->dsbf, &j->dstbf};
+    bmat *all[] = {&j->kt, &j->k,    &j->ktbf, &j->kbf,    &j->vt, &j->q,   &j->qw,  &j->qt,
+                   &j->qtw, &j->dout, &j->doutt, &j->douttw, &j->pq, &j->pbf, &j->dsq, &j->dsbf};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         bmat_free(all[i]);
-    free(j->lse), free(j->delta), free(j->dq), free(j->dk), free(j->dv), free(j->pf), free(j->ds), free(j->acc);
+    free(j->lse), free(j->delta), free(j->dq), free(j->dkt), free(j->dvt), free(j->pf), free(j->ds), free(j->acc);
     free(j->diag), free(j->w.sa), free(j->w.sb), free(j->w.fa), free(j->w.fb);
 }
 
@@ -348,16 +352,17 @@ static int job_alloc(bwd_kv *j)
     int ok = bmat_alloc(&j->kt, d, lk, MXFA_E4M3, 32, 32) && bmat_alloc(&j->k, lk, d, MXFA_E4M3, 32, 32) &&
              bmat_alloc(&j->ktbf, d, lk, MXFA_BF16, 32, 32) && bmat_alloc(&j->kbf, lk, d, MXFA_BF16, 32, 32) &&
              bmat_alloc(&j->vt, d, lk, MXFA_E4M3, 32, 1) && bmat_alloc(&j->q, lq, d, MXFA_E4M3, 32, 32) &&
-             bmat_alloc(&j->qw, lq, d, MXFA_BF16, 32, 32) && bmat_alloc(&j->dout, lq, d, MXFA_E4M3, 32, 32) &&
-             bmat_alloc(&j->doutw, lq, d, MXFA_BF16, 32, 32) && bmat_alloc(&j->pt, bn, bmp, MXFA_E4M3, 32, 32) &&
-             bmat_alloc(&j->ptbf, bn, bmp, MXFA_BF16, 32, 32) && bmat_alloc(&j->dsq, bmp, bn, MXFA_E4M3, 32, 32) &&
-             bmat_alloc(&j->dsqt, bn, bmp, MXFA_E4M3, 32, 32) && bmat_alloc(&j->dsbf, bmp, bn, MXFA_BF16, 32, 32) &&
-             bmat_alloc(&j->dstbf, bn, bmp, MXFA_BF16, 32, 32);
+             bmat_alloc(&j->qw, lq, d, MXFA_BF16, 32, 32) && bmat_alloc(&j->qt, d, lq, MXFA_E4M3, 32, 32) &&
+             bmat_alloc(&j->qtw, d, lq, MXFA_BF16, 32, 32) && bmat_alloc(&j->dout, lq, d, MXFA_E4M3, 32, 32) &&
+             bmat_alloc(&j->doutt, d, lq, MXFA_E4M3, 32, 32) && bmat_alloc(&j->douttw, d, lq, MXFA_BF16, 32, 32) &&
+             bmat_alloc(&j->pq, bmp, bn, MXFA_E4M3, 32, 32) && bmat_alloc(&j->pbf, bmp, bn, MXFA_BF16, 32, 32) &&
+             bmat_alloc(&j->dsq, bmp, bn, MXFA_E4M3, 32, 32) && bmat_alloc(&j->dsbf, bmp, bn, MXFA_BF16, 32, 32);
     j->lse = malloc((size_t)lq * 4);
     j->delta = malloc((size_t)lq * 4);
     j->dq = malloc((size_t)(lq * d) * 4);
-    j->dk = malloc((size_t)(lk * d) * 4);
-    j->dv = malloc((size_t)(lk * d) * 4);
+    j->ldk = round_up(lk, 32);
+    j->dkt = malloc((size_t)(d * j->ldk) * 4);
+    j->dvt = malloc((size_t)(d * j->ldk) * 4);
     j->pf = malloc((size_t)(bmp * bn) * 4);
     j->ds = malloc((size_t)(bmp * bn) * 4);
     j->acc = malloc((size_t)(bmp * bnp) * 4);
@@ -366,7 +371,7 @@ static int job_alloc(bwd_kv *j)
     j->w.sb = malloc((size_t)wmax * sizeof(int));
     j->w.fa = malloc((size_t)wmax);
     j->w.fb = malloc((size_t)wmax);
-    return ok && j->lse && j->delta && j->dq && j->dk && j->dv && j->pf && j->ds && j->acc && j->diag && j->w.sa &&
+    return ok && j->lse && j->delta && j->dq && j->dkt && j->dvt && j->pf && j->ds && j->acc && j->diag && j->w.sa &&
            j->w.sb && j->w.fa && j->w.fb;
 }
 
@@ -417,14 +422,17 @@ static int run_kv(bwd_kv *job, const mxfa_view_nd *q, const mxfa_view_nd *k, con
         ok = mxfa_cpu_quantize_codes(kern, &qv, MXFA_BLOCK_SQUARE, p->preset, &qc, &qs) &&
              mxfa_cpu_quantize_codes(kern, &ov, MXFA_BLOCK_SQUARE, p->preset, &oc, &os);
         if (ok) {
-            bmat *hm[] = {&job->q, &job->qw, &job->dout, &job->doutw};
-            for (int i = 0; i < 4; i++)
+            bmat *hm[] = {&job->q, &job->qw, &job->qt, &job->qtw, &job->dout, &job->doutt, &job->douttw};
+            for (size_t i = 0; i < sizeof hm / sizeof hm[0]; i++)
                 memset(hm[i]->flag, 0, (size_t)hm[i]->nblk);
             bmat_fill(kern, &job->q, qc, qs, lq, d, 32, 32, 0, 0, job->st.widen);
+            bmat_fill(kern, &job->qt, qc, qs, lq, d, 32, 32, 1, 0, job->st.widen);
             bmat_fill(kern, &job->dout, oc, os, lq, d, 32, 32, 0, 0, job->st.widen);
+            bmat_fill(kern, &job->doutt, oc, os, lq, d, 32, 32, 1, 0, job->st.widen);
             if (p->causal == MXFA_CAUSAL) {
                 bmat_fill(kern, &job->qw, qc, qs, lq, d, 32, 32, 0, 1, 0);
-                bmat_fill(kern, &job->doutw, oc, os, lq, d, 32, 32, 0, 1, 0);
+                bmat_fill(kern, &job->qtw, qc, qs, lq, d, 32, 32, 1, 1, 0);
+                bmat_fill(kern, &job->douttw, oc, os, lq, d, 32, 32, 1, 1, 0);
             }
         }
         free(qc), free(qs), free(oc), free(os);
@@ -440,8 +448,8 @@ static int run_kv(bwd_kv *job, const mxfa_view_nd *q, const mxfa_view_nd *k, con
             job->delta[i] = acc;
         }
         memset(job->dq, 0, (size_t)(lq * d) * 4);
-        memset(job->dk, 0, (size_t)(lk * d) * 4);
-        memset(job->dv, 0, (size_t)(lk * d) * 4);
+        memset(job->dkt, 0, (size_t)(d * job->ldk) * 4);
+        memset(job->dvt, 0, (size_t)(d * job->ldk) * 4);
         int64_t lim_last_row = key_limit(job, lq - 1);
         for (int64_t c0 = 0; ok && c0 < lk && c0 <= lim_last_row; c0 += bn)
             for (int64_t r0 = 0; ok && r0 < lq; r0 += bm) {
@@ -455,11 +463,13 @@ static int run_kv(bwd_kv *job, const mxfa_view_nd *q, const mxfa_view_nd *k, con
         for (int64_t i = 0; i < lq; i++)
             for (int64_t e = 0; e < d; e++)
                 ref_store_f32_3d(dq, tq0 + i, h, e, f32_from_bits(job->dq[i * d + e]) * p->softmax_scale);
-        for (int64_t x = 0; x < lk * d; x++) {
-            float sk = f32_from_bits(job->dk[x]) * p->softmax_scale, sv = f32_from_bits(job->dv[x]);
-            gk[x] = h == g * group ? sk : gk[x] + sk;
-            gv[x] = h == g * group ? sv : gv[x] + sv;
-        }
+        for (int64_t e = 0; e < d; e++)
+            for (int64_t j = 0; j < lk; j++) {
+                int64_t x = j * d + e, y = e * job->ldk + j;
+                float sk = f32_from_bits(job->dkt[y]) * p->softmax_scale, sv = f32_from_bits(job->dvt[y]);
+                gk[x] = h == g * group ? sk : gk[x] + sk;
+                gv[x] = h == g * group ? sv : gv[x] + sv;
+            }
     }
     if (ok && (lq == 0 || lk == 0))
         for (int64_t h = g * group; h < (g + 1) * group; h++)
