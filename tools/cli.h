@@ -29,5 +29,6 @@ int cmd_dequantize(int argc, char **argv);
 int cmd_gemm(int argc, char **argv);
 int cmd_attn(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_study(int argc, char **argv);
 
 #endif

@@ -16,6 +16,7 @@ static const struct {
     {"attn", cmd_attn, "MXFP8 attention forward, with its error against float64"},
     {"gemm", cmd_gemm, "D = A * B^T + C for MXFP8 A and B under a tensor-core model"},
     {"bench", cmd_bench, "throughput of quantization, products and attention on a backend"},
+    {"study", cmd_study, "MXFP8 attention error against float64 across models, data and options"},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
