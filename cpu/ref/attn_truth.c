@@ -11,22 +11,26 @@
 
 #include "ref.h"
 
-static double load_d(const mxfa_view_nd *v, int64_t i0, int64_t i1, int64_t i2)
+/* Rows t0 .. t0 + n - 1 of head h of a 3-D view, widened to double into
+ * x [n][d]: the loops below then run on plain arrays. */
+static void gather(const mxfa_view_nd *v, int64_t t0, int64_t n, int64_t h, double *x)
 {
-    return (double)ref_load_f32_3d(v, i0, i1, i2);
+    const int64_t d = v->shape[2];
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t e = 0; e < d; e++)
+            x[t * d + e] = (double)ref_load_f32_3d(v, t0 + t, h, e);
 }
 
 /*
  * One query row's softmax numerators: w[j] = exp(s_j - m) over the visible
- * keys j < nvis (the return value), s_j = scale * q_i . k_j, m the row max,
- * l the sum of w in key order. A NaN score makes every w and l NaN; a row
- * with no visible key, or only -Inf scores, has l = 0.
+ * keys j < nvis (the return value), s_j = scale * q . k_j (q one row, k
+ * [lk][d]), m the row max, l the sum of w in key order. A NaN score makes
+ * every w and l NaN; a row with no visible key, or only -Inf scores, has
+ * l = 0.
  */
-static int64_t truth_row(const mxfa_attn_params *p, const mxfa_view_nd *q, const mxfa_view_nd *k, int64_t qi,
-                         int64_t h, int64_t k0, int64_t g, int64_t i, int64_t lq, int64_t lk, double *w, double *m,
-                         double *l)
+static int64_t truth_row(const mxfa_attn_params *p, const double *q, const double *k, int64_t d, int64_t i,
+                         int64_t lq, int64_t lk, double *w, double *m, double *l)
 {
-    const int64_t d = q->shape[2];
     int64_t lim = p->causal == MXFA_CAUSAL_NONE ? lk - 1 : i + lk - lq;
     int64_t nvis = lim + 1 < lk ? (lim + 1 > 0 ? lim + 1 : 0) : lk;
     int nan = 0;
@@ -35,7 +39,7 @@ static int64_t truth_row(const mxfa_attn_params *p, const mxfa_view_nd *q, const
     for (int64_t j = 0; j < nvis; j++) {
         double dot = 0;
         for (int64_t e = 0; e < d; e++)
-            dot += load_d(q, qi, h, e) * load_d(k, k0 + j, g, e);
+            dot += q[e] * k[j * d + e];
         w[j] = dot * (double)p->softmax_scale;
         nan |= isnan(w[j]);
         if (w[j] > *m)
@@ -57,25 +61,31 @@ mxfa_status mxfa_truth_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const 
     for (int b = 0; b < batch; b++)
         if (cu_k[b + 1] - cu_k[b] > maxk)
             maxk = cu_k[b + 1] - cu_k[b];
-    double *s = malloc((size_t)(maxk > 0 ? maxk : 1) * sizeof *s);
-    double *acc = malloc((size_t)d * sizeof *acc);
-    if (!s || !acc) {
-        free(s);
-        free(acc);
+    maxk = maxk > 0 ? maxk : 1;
+    double *s = malloc((size_t)maxk * sizeof *s), *acc = malloc((size_t)d * sizeof *acc);
+    double *qr = malloc((size_t)d * sizeof *qr), *kg = malloc((size_t)(maxk * d) * sizeof *kg);
+    double *vg = malloc((size_t)(maxk * d) * sizeof *vg);
+    if (!s || !acc || !qr || !kg || !vg) {
+        free(s), free(acc), free(qr), free(kg), free(vg);
         return mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "mxfa_attn_fwd_f64: out of memory");
     }
     for (int b = 0; b < batch; b++) {
         int64_t lq = (int64_t)cu_q[b + 1] - cu_q[b], lk = (int64_t)cu_k[b + 1] - cu_k[b];
         for (int64_t h = 0; h < hq; h++) {
             int64_t g = h / group;
+            if (h % group == 0) {
+                gather(k, cu_k[b], lk, g, kg);
+                gather(v, cu_k[b], lk, g, vg);
+            }
             for (int64_t i = 0; i < lq; i++) {
                 double m, l, out_lse;
-                int64_t nvis = truth_row(p, q, k, cu_q[b] + i, h, cu_k[b], g, i, lq, lk, s, &m, &l);
+                gather(q, cu_q[b] + i, 1, h, qr);
+                int64_t nvis = truth_row(p, qr, kg, d, i, lq, lk, s, &m, &l);
                 for (int64_t e = 0; e < d; e++)
                     acc[e] = 0;
                 for (int64_t j = 0; j < nvis && l != 0; j++)
                     for (int64_t e = 0; e < d; e++)
-                        acc[e] += s[j] * load_d(v, cu_k[b] + j, g, e);
+                        acc[e] += s[j] * vg[j * d + e];
                 if (l > 0 || isnan(l)) {
                     for (int64_t e = 0; e < d; e++)
                         acc[e] /= l;
@@ -94,8 +104,7 @@ mxfa_status mxfa_truth_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const 
             }
         }
     }
-    free(s);
-    free(acc);
+    free(s), free(acc), free(qr), free(kg), free(vg);
     return MXFA_OK;
 }
 
@@ -116,39 +125,48 @@ mxfa_status mxfa_truth_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const 
             maxk = cu_k[b + 1] - cu_k[b];
     double *pr = malloc((size_t)maxk * sizeof *pr), *o = malloc((size_t)d * sizeof *o);
     double *gk = calloc((size_t)(tk * hkv * d), sizeof *gk), *gv = calloc((size_t)(tk * hkv * d), sizeof *gv);
-    double *gq = malloc((size_t)d * sizeof *gq);
-    if (!pr || !o || !gk || !gv || !gq) {
-        free(pr), free(o), free(gk), free(gv), free(gq);
+    double *gq = malloc((size_t)d * sizeof *gq), *qr = malloc((size_t)d * sizeof *qr);
+    double *dor = malloc((size_t)d * sizeof *dor), *kg = malloc((size_t)(maxk * d) * sizeof *kg);
+    double *vg = malloc((size_t)(maxk * d) * sizeof *vg);
+    if (!pr || !o || !gk || !gv || !gq || !qr || !dor || !kg || !vg) {
+        free(pr), free(o), free(gk), free(gv), free(gq), free(qr), free(dor), free(kg), free(vg);
         return mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "mxfa_attn_bwd_f64: out of memory");
     }
     for (int b = 0; b < batch; b++) {
         int64_t lq = (int64_t)cu_q[b + 1] - cu_q[b], lk = (int64_t)cu_k[b + 1] - cu_k[b];
         for (int64_t h = 0; h < hq; h++) {
             int64_t g = h / group;
+            if (h % group == 0) {
+                gather(k, cu_k[b], lk, g, kg);
+                gather(v, cu_k[b], lk, g, vg);
+            }
             for (int64_t i = 0; i < lq; i++) {
                 int64_t qi = cu_q[b] + i;
                 double m, l;
-                int64_t nvis = truth_row(p, q, k, qi, h, cu_k[b], g, i, lq, lk, pr, &m, &l);
+                gather(q, qi, 1, h, qr);
+                gather(dout, qi, 1, h, dor);
+                int64_t nvis = truth_row(p, qr, kg, d, i, lq, lk, pr, &m, &l);
                 for (int64_t e = 0; e < d; e++)
                     o[e] = gq[e] = 0;
                 for (int64_t j = 0; j < nvis; j++) {
                     pr[j] /= l;
                     for (int64_t e = 0; e < d; e++)
-                        o[e] += pr[j] * load_d(v, cu_k[b] + j, g, e);
+                        o[e] += pr[j] * vg[j * d + e];
                 }
                 double delta = 0;
                 for (int64_t e = 0; e < d; e++)
-                    delta += load_d(dout, qi, h, e) * o[e];
+                    delta += dor[e] * o[e];
                 for (int64_t j = 0; j < nvis; j++) {
                     int64_t kj = cu_k[b] + j;
                     double dp = 0;
                     for (int64_t e = 0; e < d; e++)
-                        dp += load_d(dout, qi, h, e) * load_d(v, kj, g, e);
+                        dp += dor[e] * vg[j * d + e];
                     double ds = pr[j] * (dp - delta);
+                    double *gkj = &gk[(kj * hkv + g) * d], *gvj = &gv[(kj * hkv + g) * d];
                     for (int64_t e = 0; e < d; e++) {
-                        gq[e] += ds * load_d(k, kj, g, e);
-                        gk[(kj * hkv + g) * d + e] += ds * load_d(q, qi, h, e);
-                        gv[(kj * hkv + g) * d + e] += pr[j] * load_d(dout, qi, h, e);
+                        gq[e] += ds * kg[j * d + e];
+                        gkj[e] += ds * qr[e];
+                        gvj[e] += pr[j] * dor[e];
                     }
                 }
                 for (int64_t e = 0; e < d; e++) {
@@ -167,6 +185,6 @@ mxfa_status mxfa_truth_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const 
                 memcpy(view_nd_at(dk, idx), &vk, sizeof vk);
                 memcpy(view_nd_at(dv, idx), &vv, sizeof vv);
             }
-    free(pr), free(o), free(gk), free(gv), free(gq);
+    free(pr), free(o), free(gk), free(gv), free(gq), free(qr), free(dor), free(kg), free(vg);
     return MXFA_OK;
 }
