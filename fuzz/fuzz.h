@@ -1,0 +1,102 @@
+/*
+ * Shared pieces of the libFuzzer targets (configure --enable-fuzzing, with
+ * clang): reading choices from the fuzzer's bytes, and tensor descriptors
+ * that are either fully backed by memory or invalid by the API's contract,
+ * so that any read or write the sanitizers catch is the library's fault.
+ */
+#ifndef MXFA_FUZZ_H
+#define MXFA_FUZZ_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mxfa.h"
+
+typedef struct fuzz_in {
+    const uint8_t *p;
+    size_t n;
+} fuzz_in;
+
+static inline uint8_t take8(fuzz_in *in)
+{
+    if (!in->n)
+        return 0;
+    in->n--;
+    return *in->p++;
+}
+
+static inline uint32_t take32(fuzz_in *in)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v = v << 8 | take8(in);
+    return v;
+}
+
+/* A size or stride: mostly small and meaningful, sometimes hostile. */
+static inline int64_t take_dim(fuzz_in *in)
+{
+    static const int64_t odd[] = {0, -1, -32, INT64_MAX, INT64_MIN, (int64_t)1 << 40, (int64_t)1 << 31, 3 << 20};
+    uint8_t b = take8(in);
+    if (b >= 0xF8)
+        return odd[b - 0xF8];
+    return b % 97;
+}
+
+/* Bytes needed for a descriptor, -1 if the API must refuse it (a size or
+ * stride not positive, all-zero strides meaning contiguous), -2 if it is
+ * valid but larger than the fuzzer should allocate. */
+static inline int64_t desc_bytes(const mxfa_tensor *t)
+{
+    int contiguous = 1;
+    for (int i = 0; i < t->ndim; i++)
+        contiguous &= t->stride[i] == 0;
+    __int128 count = 1, last = 0;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] <= 0)
+            return -1;
+        __int128 stride = contiguous ? count : t->stride[i];
+        if (stride < 0 || (stride == 0 && t->shape[i] > 1))
+            return -1;
+        count *= t->shape[i];
+        last += (__int128)(t->shape[i] - 1) * stride;
+        if (count > ((__int128)1 << 62) || last > ((__int128)1 << 62))
+            return -1; /* the API reports the overflow */
+    }
+    __int128 bytes = (last + 1) * (__int128)mxfa_dtype_size(t->dtype);
+    return bytes > (4 << 20) ? -2 : (int64_t)bytes;
+}
+
+/* A 2-D descriptor of dtype from the fuzzer's bytes, its memory allocated
+ * (filled with the fuzzer's bytes, or the pattern 0xA5 for outputs) when it
+ * is valid; a one-byte buffer when it must be refused. *bytes: the size
+ * allocated, or -2 when the call should be skipped. */
+static inline mxfa_tensor take_tensor(fuzz_in *in, mxfa_dtype dtype, int64_t rows, int64_t cols, int output,
+                                      int64_t *bytes)
+{
+    mxfa_tensor t = {NULL, dtype, MXFA_MEM_HOST, 2, {rows, cols}, {0, 0}};
+    uint8_t how = take8(in);
+    if (how & 1) { /* explicit strides, padded or hostile */
+        t.stride[1] = how & 2 ? take_dim(in) : 1;
+        t.stride[0] = how & 4 ? take_dim(in) : cols + (how >> 4);
+    }
+    if (how >= 0xF0) { /* a hostile shape instead */
+        t.shape[0] = take_dim(in);
+        t.shape[1] = take_dim(in);
+    }
+    int64_t n = desc_bytes(&t);
+    *bytes = n;
+    if (n == -2)
+        return t;
+    size_t alloc = n > 0 ? (size_t)n : 1;
+    uint8_t *m = malloc(alloc);
+    if (!m)
+        abort();
+    for (size_t i = 0; i < alloc; i++)
+        m[i] = output ? 0xA5 : take8(in);
+    t.data = m;
+    return t;
+}
+
+#endif
