@@ -68,23 +68,27 @@ static inline int64_t desc_bytes(const mxfa_tensor *t)
     return bytes > (4 << 20) ? -2 : (int64_t)bytes;
 }
 
-/* A 2-D descriptor of dtype from the fuzzer's bytes, its memory allocated
- * (filled with the fuzzer's bytes, or the pattern 0xA5 for outputs) when it
- * is valid; a one-byte buffer when it must be refused. *bytes: the size
- * allocated, or -2 when the call should be skipped. */
-static inline mxfa_tensor take_tensor(fuzz_in *in, mxfa_dtype dtype, int64_t rows, int64_t cols, int output,
-                                      int64_t *bytes)
+/* A descriptor of dtype and the given shape from the fuzzer's bytes, its
+ * memory allocated (filled with the fuzzer's bytes, or the pattern 0xA5 for
+ * outputs) when it is valid; a one-byte buffer when it must be refused.
+ * *bytes: the size allocated, or -2 when the call should be skipped. */
+static inline mxfa_tensor take_tensor_nd(fuzz_in *in, mxfa_dtype dtype, int ndim, const int64_t *shape, int output,
+                                         int64_t *bytes)
 {
-    mxfa_tensor t = {NULL, dtype, MXFA_MEM_HOST, 2, {rows, cols}, {0, 0}};
+    mxfa_tensor t = {NULL, dtype, MXFA_MEM_HOST, ndim, {0}, {0}};
+    for (int i = 0; i < ndim; i++)
+        t.shape[i] = shape[i];
     uint8_t how = take8(in);
     if (how & 1) { /* explicit strides, padded or hostile */
-        t.stride[1] = how & 2 ? take_dim(in) : 1;
-        t.stride[0] = how & 4 ? take_dim(in) : cols + (how >> 4);
+        int64_t st = how & 2 ? take_dim(in) : 1;
+        for (int i = ndim - 1; i >= 0; i--) {
+            t.stride[i] = st;
+            __int128 next = (__int128)st * shape[i] + (i == ndim - 1 ? (how >> 4) : 0);
+            st = how & 4 ? take_dim(in) : next > INT64_MAX ? INT64_MAX : next < INT64_MIN ? INT64_MIN : (int64_t)next;
+        }
     }
-    if (how >= 0xF0) { /* a hostile shape instead */
-        t.shape[0] = take_dim(in);
-        t.shape[1] = take_dim(in);
-    }
+    if (how >= 0xF0) /* a hostile size instead */
+        t.shape[take8(in) % ndim] = take_dim(in);
     int64_t n = desc_bytes(&t);
     *bytes = n;
     if (n == -2)
@@ -97,6 +101,28 @@ static inline mxfa_tensor take_tensor(fuzz_in *in, mxfa_dtype dtype, int64_t row
         m[i] = output ? 0xA5 : take8(in);
     t.data = m;
     return t;
+}
+
+static inline mxfa_tensor take_tensor(fuzz_in *in, mxfa_dtype dtype, int64_t rows, int64_t cols, int output,
+                                      int64_t *bytes)
+{
+    const int64_t shape[2] = {rows, cols};
+    return take_tensor_nd(in, dtype, 2, shape, output, bytes);
+}
+
+/* Float data that is mostly ordinary numbers: the fuzzer's bytes decide
+ * where NaN, Inf, huge and tiny values go. */
+static inline void tame_floats(mxfa_tensor *t, int64_t bytes)
+{
+    if (t->dtype != MXFA_F32 || bytes <= 0)
+        return;
+    float *f = (float *)t->data;
+    for (int64_t i = 0; i < bytes / 4; i++) {
+        uint32_t u;
+        memcpy(&u, &f[i], 4);
+        if ((u & 0x7) != 0) /* seven in eight: a modest value */
+            f[i] = (float)((int32_t)(u >> 8) % 4096) / 512.0f;
+    }
 }
 
 #endif

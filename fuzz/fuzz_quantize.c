@@ -70,6 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* the swizzled layout round trip, for row and col blocks */
     if (q[0] == MXFA_OK && (block == MXFA_BLOCK_ROW || block == MXFA_BLOCK_COL) && sb > 0) {
         int64_t wr, wc;
+        rows = x.shape[0], cols = x.shape[1]; /* what was quantized (a hostile size may have matched) */
         if (mxfa_swizzled_shape(block, rows, cols, &wr, &wc) == MXFA_OK && wr * wc <= (1 << 20)) {
             /* back starts as a copy, so that the bytes between strided
              * elements compare equal */
