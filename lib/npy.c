@@ -321,24 +321,43 @@ mxfa_status npy_write_temp(const char *path, npy_dtype dtype, int ndim, const in
     header[n + pad] = '\n';
     size_t hlen = n + pad + 1;
 
-    if ((size_t)snprintf(tmp, tmplen, "%s.tmpXXXXXX", path) >= tmplen)
-        return fail(MXFA_ERR_IO, err, errlen, "%s: path too long", path);
+    FILE *f = npy_create_temp(path, tmp, tmplen, err, errlen);
+    if (!f)
+        return MXFA_ERR_IO;
+    uint8_t pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)(hlen & 0xFF), (uint8_t)(hlen >> 8)};
+    size_t bytes = (size_t)count * npy_itemsize(dtype);
+    if (fwrite(pre, 1, 10, f) == 10 && fwrite(header, 1, hlen, f) == hlen)
+        if (bytes > 0)
+            fwrite(data, 1, bytes, f);
+    return npy_close_temp(f, tmp, path, err, errlen);
+}
+
+FILE *npy_create_temp(const char *path, char *tmp, size_t tmplen, char *err, size_t errlen)
+{
+    if ((size_t)snprintf(tmp, tmplen, "%s.tmpXXXXXX", path) >= tmplen) {
+        fail(MXFA_ERR_IO, err, errlen, "%s: path too long", path);
+        return NULL;
+    }
     int fd = mkstemp(tmp);
-    if (fd < 0)
-        return fail(MXFA_ERR_IO, err, errlen, "%s: cannot create a temporary file: %s", path, strerror(errno));
+    if (fd < 0) {
+        fail(MXFA_ERR_IO, err, errlen, "%s: cannot create a temporary file: %s", path, strerror(errno));
+        return NULL;
+    }
     mode_t mask = umask(0);
     umask(mask);
     fchmod(fd, 0666 & ~mask);
     FILE *f = fdopen(fd, "wb");
     if (!f) {
+        fail(MXFA_ERR_IO, err, errlen, "%s: %s", path, strerror(errno));
         close(fd);
         unlink(tmp);
-        return fail(MXFA_ERR_IO, err, errlen, "%s: %s", path, strerror(errno));
     }
-    uint8_t pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)(hlen & 0xFF), (uint8_t)(hlen >> 8)};
-    size_t bytes = (size_t)count * npy_itemsize(dtype);
-    int ok = fwrite(pre, 1, 10, f) == 10 && fwrite(header, 1, hlen, f) == hlen &&
-             (bytes == 0 || fwrite(data, 1, bytes, f) == bytes) && fflush(f) == 0;
+    return f;
+}
+
+mxfa_status npy_close_temp(FILE *f, const char *tmp, const char *path, char *err, size_t errlen)
+{
+    int ok = !ferror(f) && fflush(f) == 0;
 #ifdef HAVE_FSYNC
     ok = ok && fsync(fileno(f)) == 0;
 #endif
@@ -347,7 +366,7 @@ mxfa_status npy_write_temp(const char *path, npy_dtype dtype, int ndim, const in
         ok = 0;
     if (!ok) {
         unlink(tmp);
-        return fail(MXFA_ERR_IO, err, errlen, "%s: write failed: %s", path, strerror(saved));
+        return fail(MXFA_ERR_IO, err, errlen, "%s: write failed: %s", path, strerror(saved ? saved : EIO));
     }
     return MXFA_OK;
 }

@@ -7,6 +7,7 @@
 #define MXFA_NPY_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "mxfa.h"
@@ -52,5 +53,11 @@ mxfa_status npy_write_temp(const char *path, npy_dtype dtype, int ndim, const in
                            const void *data, char *tmp, size_t tmplen, char *err, size_t errlen);
 mxfa_status npy_commit(const char *tmp, const char *path, char *err, size_t errlen);
 void npy_discard(const char *tmp);
+/* The same for any file: npy_create_temp opens a new temporary beside
+ * `path` (its name in tmp; NULL with a message on failure), npy_close_temp
+ * flushes it to disk and closes it (removing it on any write error); then
+ * npy_commit or npy_discard. */
+FILE *npy_create_temp(const char *path, char *tmp, size_t tmplen, char *err, size_t errlen);
+mxfa_status npy_close_temp(FILE *f, const char *tmp, const char *path, char *err, size_t errlen);
 
 #endif

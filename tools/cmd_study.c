@@ -157,6 +157,26 @@ static mxfa_tensor t2(void *data, mxfa_dtype dt, int64_t a, int64_t b)
     return t;
 }
 
+/* Descriptors of the inputs (q, k, v, dout) and of the five outputs of
+ * dtype dt (O, LSE, dQ, dK, dV, in the order of the T_ indices below). */
+static void input_tensors(const inputs *in, mxfa_tensor t[4])
+{
+    t[0] = t3(in->q, MXFA_F32, in->sq, in->hq, in->d);
+    t[1] = t3(in->k, MXFA_F32, in->sk, in->hkv, in->d);
+    t[2] = t3(in->v, MXFA_F32, in->sk, in->hkv, in->d);
+    t[3] = t3(in->dout, MXFA_F32, in->sq, in->hq, in->d);
+}
+
+static void output_tensors(const inputs *in, mxfa_dtype dt, void *o, void *lse, void *dq, void *dk, void *dv,
+                           mxfa_tensor t[5])
+{
+    t[0] = t3(o, dt, in->sq, in->hq, in->d);
+    t[1] = t2(lse, dt, in->sq, in->hq);
+    t[2] = t3(dq, dt, in->sq, in->hq, in->d);
+    t[3] = t3(dk, dt, in->sk, in->hkv, in->d);
+    t[4] = t3(dv, dt, in->sk, in->hkv, in->d);
+}
+
 /* ---- the float64 truth, once per (inputs, causal mode) ---- */
 
 typedef struct truth {
@@ -181,13 +201,11 @@ static int make_truth(mxfa_ctx *ctx, const inputs *in, mxfa_causal causal, truth
         truth_free(t);
         return cli_error(cmd, "out of memory");
     }
-    mxfa_tensor q = t3(in->q, MXFA_F32, in->sq, in->hq, in->d), k = t3(in->k, MXFA_F32, in->sk, in->hkv, in->d);
-    mxfa_tensor v = t3(in->v, MXFA_F32, in->sk, in->hkv, in->d), dout = t3(in->dout, MXFA_F32, in->sq, in->hq, in->d);
-    mxfa_tensor o = t3(t->o, MXFA_F64, in->sq, in->hq, in->d), lse = t2(t->lse, MXFA_F64, in->sq, in->hq);
-    mxfa_tensor dq = t3(t->dq, MXFA_F64, in->sq, in->hq, in->d), dk = t3(t->dk, MXFA_F64, in->sk, in->hkv, in->d);
-    mxfa_tensor dv = t3(t->dv, MXFA_F64, in->sk, in->hkv, in->d);
-    if (mxfa_attn_fwd_f64(ctx, &p, &q, &k, &v, NULL, NULL, 1, &o, &lse) != MXFA_OK ||
-        mxfa_attn_bwd_f64(ctx, &p, &q, &k, &v, &dout, NULL, NULL, 1, &dq, &dk, &dv) != MXFA_OK) {
+    mxfa_tensor x[4], y[5];
+    input_tensors(in, x);
+    output_tensors(in, MXFA_F64, t->o, t->lse, t->dq, t->dk, t->dv, y);
+    if (mxfa_attn_fwd_f64(ctx, &p, &x[0], &x[1], &x[2], NULL, NULL, 1, &y[0], &y[1]) != MXFA_OK ||
+        mxfa_attn_bwd_f64(ctx, &p, &x[0], &x[1], &x[2], &x[3], NULL, NULL, 1, &y[2], &y[3], &y[4]) != MXFA_OK) {
         truth_free(t);
         return cli_error(cmd, "float64 truth: %s", mxfa_last_error(ctx));
     }
@@ -252,14 +270,12 @@ static int run_attn(mxfa_ctx *ctx, const inputs *in, const record *rec, int back
         outputs_free(out);
         return cli_error(cmd, "out of memory");
     }
-    mxfa_tensor q = t3(in->q, MXFA_F32, in->sq, in->hq, in->d), k = t3(in->k, MXFA_F32, in->sk, in->hkv, in->d);
-    mxfa_tensor v = t3(in->v, MXFA_F32, in->sk, in->hkv, in->d), dout = t3(in->dout, MXFA_F32, in->sq, in->hq, in->d);
-    mxfa_tensor o = t3(out->o, MXFA_F32, in->sq, in->hq, in->d), lse = t2(out->lse, MXFA_F32, in->sq, in->hq);
-    mxfa_tensor dq = t3(out->dq, MXFA_F32, in->sq, in->hq, in->d), dk = t3(out->dk, MXFA_F32, in->sk, in->hkv, in->d);
-    mxfa_tensor dv = t3(out->dv, MXFA_F32, in->sk, in->hkv, in->d);
-    if (mxfa_attn_fwd(ctx, &p, &q, &k, &v, NULL, NULL, 1, &o, &lse) != MXFA_OK ||
-        (backward &&
-         mxfa_attn_bwd(ctx, &p, &q, &k, &v, &o, &dout, &lse, NULL, NULL, 1, &dq, &dk, &dv) != MXFA_OK)) {
+    mxfa_tensor x[4], y[5];
+    input_tensors(in, x);
+    output_tensors(in, MXFA_F32, out->o, out->lse, out->dq, out->dk, out->dv, y);
+    if (mxfa_attn_fwd(ctx, &p, &x[0], &x[1], &x[2], NULL, NULL, 1, &y[0], &y[1]) != MXFA_OK ||
+        (backward && mxfa_attn_bwd(ctx, &p, &x[0], &x[1], &x[2], &y[0], &x[3], &y[1], NULL, NULL, 1, &y[2], &y[3],
+                                   &y[4]) != MXFA_OK)) {
         outputs_free(out);
         return cli_error(cmd, "%s backend, model %s: %s", mxfa_backend_name(ctx), mxfa_model_name(rec->model),
                          mxfa_last_error(ctx));
@@ -267,18 +283,16 @@ static int run_attn(mxfa_ctx *ctx, const inputs *in, const record *rec, int back
     return 0;
 }
 
-static int measure(const inputs *in, const truth *t, const outputs *out, record *rec)
+/* The metrics of each output against a reference's; against: its name. */
+static int compare_outputs(const inputs *in, const outputs *out, mxfa_dtype ref_dt, void *o, void *lse, void *dq,
+                           void *dk, void *dv, const char *against, mxfa_metrics m[NTENSORS])
 {
-    int64_t sq = in->sq, sk = in->sk, hq = in->hq, hkv = in->hkv, d = in->d;
-    mxfa_tensor got[NTENSORS] = {t3(out->o, MXFA_F32, sq, hq, d), t2(out->lse, MXFA_F32, sq, hq),
-                                 t3(out->dq, MXFA_F32, sq, hq, d), t3(out->dk, MXFA_F32, sk, hkv, d),
-                                 t3(out->dv, MXFA_F32, sk, hkv, d)};
-    mxfa_tensor want[NTENSORS] = {t3(t->o, MXFA_F64, sq, hq, d), t2(t->lse, MXFA_F64, sq, hq),
-                                  t3(t->dq, MXFA_F64, sq, hq, d), t3(t->dk, MXFA_F64, sk, hkv, d),
-                                  t3(t->dv, MXFA_F64, sk, hkv, d)};
+    mxfa_tensor got[NTENSORS], want[NTENSORS];
+    output_tensors(in, MXFA_F32, out->o, out->lse, out->dq, out->dk, out->dv, got);
+    output_tensors(in, ref_dt, o, lse, dq, dk, dv, want);
     for (int i = 0; i < NTENSORS; i++)
-        if (mxfa_compare(&got[i], &want[i], &rec->m[i]) != MXFA_OK)
-            return cli_error(cmd, "comparing %s with the truth failed", tensor_names[i]);
+        if (mxfa_compare(&got[i], &want[i], &m[i]) != MXFA_OK)
+            return cli_error(cmd, "comparing %s with %s failed", tensor_names[i], against);
     return 0;
 }
 
@@ -356,7 +370,7 @@ static int run_one(study *st, const inputs *in, const truth *t, record r, const 
     outputs out;
     int rc = run_attn(st->ctx, in, &r, 1, &out);
     if (!rc)
-        rc = measure(in, t, &out, &r);
+        rc = compare_outputs(in, &out, MXFA_F64, t->o, t->lse, t->dq, t->dk, t->dv, "the truth", r.m);
     /* the ideal model's outputs are kept for the models after it */
     const int64_t nq = in->sq * in->hq * in->d, nk = in->sk * in->hkv * in->d;
     int against_ideal = !rc && r.model != MXFA_MODEL_IDEAL && st->ideal_gen == st->gen && st->ideal.o &&
@@ -364,17 +378,7 @@ static int run_one(study *st, const inputs *in, const truth *t, record r, const 
                         st->ideal_cfg.causal == r.causal;
     if (against_ideal) {
         const outputs *id = &st->ideal;
-        mxfa_tensor got[NTENSORS] = {t3(out.o, MXFA_F32, in->sq, in->hq, in->d), t2(out.lse, MXFA_F32, in->sq, in->hq),
-                                     t3(out.dq, MXFA_F32, in->sq, in->hq, in->d),
-                                     t3(out.dk, MXFA_F32, in->sk, in->hkv, in->d),
-                                     t3(out.dv, MXFA_F32, in->sk, in->hkv, in->d)};
-        mxfa_tensor want[NTENSORS] = {t3(id->o, MXFA_F32, in->sq, in->hq, in->d), t2(id->lse, MXFA_F32, in->sq, in->hq),
-                                      t3(id->dq, MXFA_F32, in->sq, in->hq, in->d),
-                                      t3(id->dk, MXFA_F32, in->sk, in->hkv, in->d),
-                                      t3(id->dv, MXFA_F32, in->sk, in->hkv, in->d)};
-        for (int i = 0; !rc && i < NTENSORS; i++)
-            if (mxfa_compare(&got[i], &want[i], &r.mi[i]) != MXFA_OK)
-                rc = cli_error(cmd, "comparing %s with the ideal model's failed", tensor_names[i]);
+        rc = compare_outputs(in, &out, MXFA_F32, id->o, id->lse, id->dq, id->dk, id->dv, "the ideal model's", r.mi);
         r.has_ideal = 1;
     }
     if (!rc && hist) {
@@ -447,13 +451,15 @@ static const record *find(const study *st, const char *section, data_kind data, 
     return NULL;
 }
 
-/* ---- output files: written beside their final names, renamed together ---- */
+/* ---- output files: written beside their final names (npy.h's temporary
+ * files), renamed together ---- */
 
 enum { MAX_FILES = 8 };
 
 typedef struct fileset {
     int n;
-    char path[MAX_FILES][PATH_MAX], tmp[MAX_FILES][PATH_MAX];
+    char path[MAX_FILES][PATH_MAX], tmp[MAX_FILES][PATH_MAX + 16];
+    char err[PATH_MAX + 256];
 } fileset;
 
 static FILE *fileset_open(fileset *fs, const char *dir, const char *name)
@@ -461,55 +467,42 @@ static FILE *fileset_open(fileset *fs, const char *dir, const char *name)
     if (fs->n == MAX_FILES)
         return NULL;
     int i = fs->n;
-    if (snprintf(fs->path[i], PATH_MAX, "%s/%s", dir, name) >= PATH_MAX ||
-        snprintf(fs->tmp[i], PATH_MAX, "%s/.%s.XXXXXX", dir, name) >= PATH_MAX) {
-        errno = ENAMETOOLONG;
+    if (snprintf(fs->path[i], PATH_MAX, "%s/%s", dir, name) >= PATH_MAX) {
+        snprintf(fs->err, sizeof fs->err, "%s/%s: path too long", dir, name);
         return NULL;
     }
-    int fd = mkstemp(fs->tmp[i]);
-    if (fd < 0)
-        return NULL;
-    FILE *f = fdopen(fd, "w");
-    if (!f) {
-        close(fd);
-        unlink(fs->tmp[i]);
-        return NULL;
-    }
-    fs->n++;
+    FILE *f = npy_create_temp(fs->path[i], fs->tmp[i], sizeof fs->tmp[i], fs->err, sizeof fs->err);
+    if (f)
+        fs->n++;
     return f;
 }
 
-/* Close f (opened by fileset_open); -1 if anything failed to be written. */
-static int fileset_close(FILE *f)
+/* Close f, the set's newest file; -1 (the file removed) if anything failed
+ * to be written. */
+static int fileset_close(fileset *fs, FILE *f)
 {
-    int bad = ferror(f);
-    bad |= fflush(f) != 0;
-    bad |= fsync(fileno(f)) != 0;
-    bad |= fclose(f) != 0;
-    return bad ? -1 : 0;
+    int i = fs->n - 1;
+    if (npy_close_temp(f, fs->tmp[i], fs->path[i], fs->err, sizeof fs->err) == MXFA_OK)
+        return 0;
+    fs->n--;
+    return -1;
 }
 
 static void fileset_discard(fileset *fs)
 {
     for (int i = 0; i < fs->n; i++)
-        unlink(fs->tmp[i]);
+        npy_discard(fs->tmp[i]);
     fs->n = 0;
 }
 
 static int fileset_commit(fileset *fs)
 {
-    for (int i = 0; i < fs->n; i++) {
-        /* temporaries are readable as a finished file would be */
-        mode_t mask = umask(0);
-        umask(mask);
-        chmod(fs->tmp[i], 0666 & ~mask);
-        if (rename(fs->tmp[i], fs->path[i]) != 0) {
-            int e = errno;
-            for (int j = i; j < fs->n; j++)
-                unlink(fs->tmp[j]);
-            return cli_error(cmd, "%s: %s", fs->path[i], strerror(e));
+    for (int i = 0; i < fs->n; i++)
+        if (npy_commit(fs->tmp[i], fs->path[i], fs->err, sizeof fs->err) != MXFA_OK) {
+            for (int j = i + 1; j < fs->n; j++)
+                npy_discard(fs->tmp[j]);
+            return cli_error(cmd, "%s", fs->err);
         }
-    }
     return 0;
 }
 
@@ -957,7 +950,7 @@ int cmd_study(int argc, char **argv)
     int bad = 0;
     if ((f = fileset_open(&fs, out_dir, "results.csv")) != NULL) {
         csv_write(f, &st);
-        bad |= fileset_close(f);
+        bad |= fileset_close(&fs, f);
     } else {
         bad = 1;
     }
@@ -965,28 +958,27 @@ int cmd_study(int argc, char **argv)
         if ((f = fileset_open(&fs, out_dir, "error_vs_seqlen.svg")) != NULL) {
             bad |= sweep_chart(f, &st, "seqlen", 0, models, nmodels,
                                "MXFP8 attention: error against sequence length (normal data)");
-            bad |= fileset_close(f);
+            bad |= fileset_close(&fs, f);
         } else {
             bad = 1;
         }
         if (!bad && (f = fileset_open(&fs, out_dir, "error_vs_outlier.svg")) != NULL) {
             bad |= sweep_chart(f, &st, "outlier", 1, models, nmodels,
                                "MXFP8 attention: error against outlier channels in K");
-            bad |= fileset_close(f);
+            bad |= fileset_close(&fs, f);
         } else {
             bad = 1;
         }
     }
     if (!bad && (f = fileset_open(&fs, out_dir, "error_histogram.svg")) != NULL) {
         bad |= histogram_chart(f, &st, "Quantization and arithmetic error");
-        bad |= fileset_close(f);
+        bad |= fileset_close(&fs, f);
     } else {
         bad = 1;
     }
     if (bad) {
-        int e = errno;
         fileset_discard(&fs);
-        rc = cli_error(cmd, "%s: could not write the results: %s", out_dir, strerror(e));
+        rc = cli_error(cmd, "%s: could not write the results: %s", out_dir, fs.err[0] ? fs.err : "too many files");
     } else if ((rc = fileset_commit(&fs)) == 0) {
         printf("wrote %s/results.csv%s\n", out_dir,
                demo ? ", error_vs_seqlen.svg, error_vs_outlier.svg, error_histogram.svg" : ", error_histogram.svg");
