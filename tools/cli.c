@@ -1,4 +1,5 @@
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,4 +82,14 @@ int cli_read_npy(const char *cmd, const char *what, const char *path, npy_dtype 
     if (rc)
         npy_free(a);
     return rc;
+}
+
+double cli_gauss(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15u);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+    z ^= z >> 31;
+    double u = ((double)(z >> 11) + 0.5) / 9007199254740992.0, v = ((double)((z << 21) >> 11) + 0.5) / 9007199254740992.0;
+    return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
 }

@@ -23,6 +23,10 @@ int cli_open(const char *cmd, const char *backend, mxfa_ctx **ctx);
 int cli_read_npy(const char *cmd, const char *what, const char *path, npy_dtype dtype, int ndim,
                  const int64_t *shape, npy_array *a);
 
+/* A standard normal sample (Box-Muller on two halves of a splitmix64
+ * step of *state): the synthetic data of bench and study. */
+double cli_gauss(uint64_t *state);
+
 int cmd_info(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_dequantize(int argc, char **argv);

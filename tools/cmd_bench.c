@@ -97,12 +97,7 @@ static uint64_t rng = 0x9E3779B97F4A7C15u;
 
 static float normal(void)
 {
-    uint64_t z = (rng += 0x9E3779B97F4A7C15u);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
-    z ^= z >> 31;
-    double u = ((double)(z >> 11) + 0.5) / 9007199254740992.0, v = ((double)((z << 21) >> 11) + 0.5) / 9007199254740992.0;
-    return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
+    return (float)cli_gauss(&rng);
 }
 
 static float *randn(size_t n)
