@@ -119,6 +119,8 @@ static mxfa_status attn_fwd_in_env(mxfa_ctx *ctx, const mxfa_attn_params *p, con
     mxfa_attn_params r;
     int32_t dq[2], dk[2];
     mxfa_view_nd views[5];
+    if (ctx && !o)
+        return mxfa_fail(ctx, MXFA_ERR_NULL, "mxfa_attn_fwd: o is NULL");
     CHECK(check_attn(ctx, "mxfa_attn_fwd", p, q, k, v, &cu_seqlens_q, &cu_seqlens_k, batch, o, lse, 0, &r, dq, dk,
                      views));
     if (cu_seqlens_q == dq)
@@ -141,6 +143,8 @@ static mxfa_status attn_fwd_f64_in_env(mxfa_ctx *ctx, const mxfa_attn_params *p,
     mxfa_attn_params r;
     int32_t dq[2], dk[2];
     mxfa_view_nd views[5];
+    if (ctx && !o)
+        return mxfa_fail(ctx, MXFA_ERR_NULL, "mxfa_attn_fwd_f64: o is NULL");
     CHECK(check_attn(ctx, "mxfa_attn_fwd_f64", p, q, k, v, &cu_seqlens_q, &cu_seqlens_k, batch, o, lse, 1, &r, dq,
                      dk, views));
     if (cu_seqlens_q == dq)
@@ -277,12 +281,26 @@ static mxfa_status attn_bwd_mx_in_env(mxfa_ctx *ctx, const mxfa_attn_params *p, 
             return mxfa_fail(ctx, MXFA_ERR_SHAPE, "%s: the batch holds no keys", fn);
         CHECK(mxfa_check_tensor(ctx, i ? "dv->scales" : "dk->scales", &outs[i]->scales, DT(MXFA_E8M0), 3, sshape, 1,
                                 &sd[i]));
-        for (int j = 0; j < 3; j++)
-            CHECK(mxfa_check_disjoint_nd(ctx, what, &dd[i], "an input", &views[j]));
-        CHECK(mxfa_check_disjoint_nd(ctx, what, &dd[i], "its scales", &sd[i]));
     }
-    CHECK(mxfa_check_disjoint_nd(ctx, "dk", &dd[0], "dv", &dd[1]));
-    CHECK(mxfa_check_disjoint_nd(ctx, "dk's scales", &sd[0], "dv's scales", &sd[1]));
+    /* dK and dV are written after dQ: none of their four tensors may overlap
+     * another, an input or dQ */
+    const int64_t tq = views[0].shape[0], hq = views[0].shape[1];
+    const int64_t qshape[3] = {tq, hq, d}, lshape[2] = {tq, hq};
+    const unsigned fl = DT(MXFA_F32) | DT(MXFA_BF16);
+    mxfa_view_nd others[7] = {views[0], views[1], views[2]};
+    static const char *const other_names[7] = {"q", "k", "v", "o", "dout", "lse", "dq"};
+    CHECK(mxfa_check_tensor(ctx, "o", o, fl, 3, qshape, 0, &others[3]));
+    CHECK(mxfa_check_tensor(ctx, "dout", dout, fl, 3, qshape, 0, &others[4]));
+    CHECK(mxfa_check_tensor(ctx, "lse", lse, DT(MXFA_F32), 2, lshape, 0, &others[5]));
+    CHECK(mxfa_check_tensor(ctx, "dq", dq, fl, 3, qshape, 1, &others[6]));
+    const mxfa_view_nd *mine[4] = {&dd[0], &sd[0], &dd[1], &sd[1]};
+    static const char *const my_names[4] = {"dk->data", "dk->scales", "dv->data", "dv->scales"};
+    for (int i = 0; i < 4; i++) {
+        for (int j = 0; j < 7; j++)
+            CHECK(mxfa_check_disjoint_nd(ctx, my_names[i], mine[i], other_names[j], &others[j]));
+        for (int j = i + 1; j < 4; j++)
+            CHECK(mxfa_check_disjoint_nd(ctx, my_names[i], mine[i], my_names[j], mine[j]));
+    }
     /* fp32 gradients first, then each (sequence, head) slice in square blocks */
     size_t n = (size_t)(tk * hkv * d);
     float *gk = malloc(n * sizeof *gk), *gv = malloc(n * sizeof *gv);

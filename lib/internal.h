@@ -184,7 +184,8 @@ mxfa_status mxfa_check_disjoint(mxfa_ctx *ctx, const char *a_what, const mxfa_vi
 /* Checked arithmetic for sizes. */
 int mxfa_mul_ok(int64_t a, int64_t b, int64_t *out);
 int mxfa_add_ok(int64_t a, int64_t b, int64_t *out);
-static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+/* For a >= 0 and b > 0, without the overflow of (a + b - 1) / b near INT64_MAX. */
+static inline int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 static inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
 /* Check cu_seqlens (batch + 1 entries, from 0, non-decreasing, the last equal

@@ -6,8 +6,14 @@
 
 MXFA_API int64_t mxfa_swizzle_offset(int64_t r, int64_t c, int64_t sw_cols)
 {
-    int64_t atom = (r / 128) * (sw_cols / 4) + c / 4;
-    return atom * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + c % 4;
+    if (r < 0 || c < 0 || sw_cols <= 0 || sw_cols % 4 != 0 || c >= sw_cols)
+        return -1;
+    int64_t atom, off;
+    /* the byte of the atom's first row, exact when it fits */
+    if (!mxfa_mul_ok(r / 128, sw_cols / 4, &atom) || !mxfa_add_ok(atom, c / 4, &atom) ||
+        !mxfa_mul_ok(atom, 512, &off))
+        return -1;
+    return off + (r % 32) * 16 + ((r % 128) / 32) * 4 + c % 4; /* < off + 512: atom * 512 is a multiple of 512 */
 }
 
 /* The index space of the scales of [rows, cols] quantized with block. */

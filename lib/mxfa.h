@@ -305,7 +305,9 @@ MXFA_API mxfa_status mxfa_scales_expand_square(mxfa_ctx *ctx, const mxfa_tensor 
 MXFA_API mxfa_status mxfa_swizzled_shape(mxfa_block block, int64_t rows, int64_t cols,
                                          int64_t *sw_rows, int64_t *sw_cols);
 /* Byte offset of index (r, c) in a swizzled buffer whose padded index space
- * has sw_cols columns (a multiple of 4). */
+ * has sw_cols columns (a positive multiple of 4); -1 when r or c is
+ * negative, c >= sw_cols, sw_cols is not such a multiple, or the offset
+ * overflows. */
 MXFA_API int64_t mxfa_swizzle_offset(int64_t r, int64_t c, int64_t sw_cols);
 
 /* compact -> swizzled (padding written as zero) and back, for the scales of

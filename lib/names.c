@@ -17,10 +17,14 @@ static const char *name_of(const char *const *names, int n, int v)
     return v >= 0 && v < n ? names[v] : "unknown";
 }
 
-static mxfa_status parse(const char *const *names, int n, const char *what, const char *name, int *v)
+/* *v = the index of name; out is the caller's output pointer, checked
+ * here so that a refusal leaves it alone. */
+static mxfa_status parse(const char *const *names, int n, const char *what, const char *name, const void *out,
+                         int *v)
 {
-    if (!name || !v)
-        return mxfa_fail(NULL, MXFA_ERR_NULL, "%s: NULL argument", what);
+    mxfa_clear_error(NULL);
+    if (!name || !out)
+        return mxfa_fail(NULL, MXFA_ERR_NULL, "%s: %s is NULL", what, name ? "the output" : "the name");
     for (int i = 0; i < n; i++)
         if (strcmp(names[i], name) == 0) {
             *v = i;
@@ -51,7 +55,7 @@ MXFA_API const char *mxfa_layout_name(mxfa_layout layout)
 MXFA_API mxfa_status mxfa_block_parse(const char *name, mxfa_block *block)
 {
     int v = 0;
-    mxfa_status st = parse(block_names, COUNT(block_names), "block shape", name, &v);
+    mxfa_status st = parse(block_names, COUNT(block_names), "block shape", name, block, &v);
     if (st == MXFA_OK)
         *block = (mxfa_block)v;
     return st;
@@ -60,7 +64,7 @@ MXFA_API mxfa_status mxfa_block_parse(const char *name, mxfa_block *block)
 MXFA_API mxfa_status mxfa_preset_parse(const char *name, mxfa_preset *preset)
 {
     int v = 0;
-    mxfa_status st = parse(preset_names, COUNT(preset_names), "preset", name, &v);
+    mxfa_status st = parse(preset_names, COUNT(preset_names), "preset", name, preset, &v);
     if (st == MXFA_OK)
         *preset = (mxfa_preset)v;
     return st;
@@ -69,7 +73,7 @@ MXFA_API mxfa_status mxfa_preset_parse(const char *name, mxfa_preset *preset)
 MXFA_API mxfa_status mxfa_layout_parse(const char *name, mxfa_layout *layout)
 {
     int v = 0;
-    mxfa_status st = parse(layout_names, COUNT(layout_names), "layout", name, &v);
+    mxfa_status st = parse(layout_names, COUNT(layout_names), "layout", name, layout, &v);
     if (st == MXFA_OK)
         *layout = (mxfa_layout)v;
     return st;
@@ -79,7 +83,7 @@ MXFA_API mxfa_status mxfa_format_parse(const char *name, mxfa_dtype *format)
 {
     static const char *const formats[] = {"e4m3", "e5m2"};
     int v = 0;
-    mxfa_status st = parse(formats, 2, "element format", name, &v);
+    mxfa_status st = parse(formats, 2, "element format", name, format, &v);
     if (st == MXFA_OK)
         *format = v == 0 ? MXFA_E4M3 : MXFA_E5M2;
     return st;
@@ -93,7 +97,7 @@ MXFA_API const char *mxfa_model_name(mxfa_model model)
 MXFA_API mxfa_status mxfa_model_parse(const char *name, mxfa_model *model)
 {
     int v = 0;
-    mxfa_status st = parse(model_names, COUNT(model_names), "model", name, &v);
+    mxfa_status st = parse(model_names, COUNT(model_names), "model", name, model, &v);
     if (st == MXFA_OK)
         *model = (mxfa_model)v;
     return st;
@@ -107,7 +111,7 @@ MXFA_API const char *mxfa_p_scale_name(mxfa_p_scale p)
 MXFA_API mxfa_status mxfa_p_scale_parse(const char *name, mxfa_p_scale *p)
 {
     int v = 0;
-    mxfa_status st = parse(p_scale_names, COUNT(p_scale_names), "P scaling", name, &v);
+    mxfa_status st = parse(p_scale_names, COUNT(p_scale_names), "P scaling", name, p, &v);
     if (st == MXFA_OK)
         *p = (mxfa_p_scale)v;
     return st;

@@ -207,6 +207,179 @@ int main(void)
     expect(mxfa_layout_parse("tiled", &lay), MXFA_ERR_INVALID, NULL, "layout_parse: an unknown layout");
     expect(mxfa_format_parse("e3m4", &fmt), MXFA_ERR_INVALID, NULL, "format_parse: an unknown format");
 
+    /* transpose */
+    {
+        static uint8_t td[C * R], ts[3 * R];
+        q = good_out();
+        memset(data, 0x38, sizeof data), memset(scales, 0x7F, sizeof scales);
+        mxfa_mx t_out = {mxfa_tensor_2d(td, MXFA_E4M3, C, R), mxfa_tensor_2d(ts, MXFA_E8M0, 3, R), MXFA_BLOCK_COL,
+                         MXFA_LAYOUT_COMPACT};
+        mxfa_mx t_good = t_out;
+#define EXPECT_T(call, want, what) EXPECT_T_IN(ctx, call, want, what)
+#define EXPECT_T_IN(c, call, want, what)                                                                             \
+    do {                                                                                                       \
+        memset(td, SENT, sizeof td), memset(ts, SENT, sizeof ts);                                              \
+        mxfa_status st_ = (call);                                                                              \
+        int same_ = 1;                                                                                         \
+        for (size_t i_ = 0; i_ < sizeof td; i_++)                                                              \
+            same_ &= td[i_] == SENT;                                                                           \
+        for (size_t i_ = 0; i_ < sizeof ts; i_++)                                                              \
+            same_ &= ts[i_] == SENT;                                                                           \
+        if (!ok(st_ == (want) && same_ && (st_ == MXFA_OK || mxfa_last_error(c)[0]), "transpose: %s -> %s",  \
+                what, mxfa_strerror(want)))                                                                    \
+            diag("got %s (%s), output %s", mxfa_strerror(st_), mxfa_last_error(c), same_ ? "untouched" : "WRITTEN"); \
+    } while (0)
+        ok(mxfa_transpose(ctx, &q, &t_out) == MXFA_OK, "transpose: the unbroken call succeeds");
+        EXPECT_T_IN(NULL, mxfa_transpose(NULL, &q, &t_out), MXFA_ERR_NULL, "ctx NULL");
+        EXPECT_T(mxfa_transpose(ctx, NULL, &t_out), MXFA_ERR_NULL, "in NULL");
+        EXPECT_T(mxfa_transpose(ctx, &q, NULL), MXFA_ERR_NULL, "out NULL");
+        t_out.block = MXFA_BLOCK_ROW;
+        EXPECT_T(mxfa_transpose(ctx, &q, &t_out), MXFA_ERR_NEEDS_SOURCE, "row blocks to row blocks of X^T");
+        t_out = t_good, t_out.block = (mxfa_block)9;
+        EXPECT_T(mxfa_transpose(ctx, &q, &t_out), MXFA_ERR_INVALID, "an unknown block shape");
+        t_out = t_good, t_out.layout = MXFA_LAYOUT_SWIZZLED;
+        EXPECT_T(mxfa_transpose(ctx, &q, &t_out), MXFA_ERR_UNSUPPORTED, "swizzled output scales");
+        t_out = t_good, t_out.data.shape[0] = C - 1;
+        EXPECT_T(mxfa_transpose(ctx, &q, &t_out), MXFA_ERR_SHAPE, "output data not [cols, rows]");
+        t_out = t_good, t_out.data.dtype = MXFA_E5M2;
+        EXPECT_T(mxfa_transpose(ctx, &q, &t_out), MXFA_ERR_INVALID, "an output format other than the input's");
+        t_out = t_good, t_out.scales.shape[1] = 3;
+        EXPECT_T(mxfa_transpose(ctx, &q, &t_out), MXFA_ERR_SHAPE, "output scales of the wrong shape");
+        t_out = t_good, t_out.scales.data = td + 5;
+        EXPECT_T(mxfa_transpose(ctx, &q, &t_out), MXFA_ERR_ALIAS, "output scales inside the output data");
+        t_out = t_good;
+        mxfa_mx over = t_good;
+        over.data.data = data; /* X^T's codes over X's */
+        mxfa_status st = mxfa_transpose(ctx, &q, &over);
+        ok(st == MXFA_ERR_ALIAS && data[0] == 0x38 && data[R * C - 1] == 0x38, "transpose: output over the input -> %s, input untouched",
+           mxfa_strerror(MXFA_ERR_ALIAS));
+#undef EXPECT_T
+#undef EXPECT_T_IN
+        reset();
+    }
+
+    /* scale layouts: expand, unswizzle, gather, shapes and offsets */
+    {
+        mxfa_tensor sq = mxfa_tensor_2d(sw, MXFA_E8M0, 2, 3), rowsc = mxfa_tensor_2d(scales, MXFA_E8M0, R, 3);
+        memset(sw, 0x7F, 6);
+        ok(mxfa_scales_expand_square(ctx, &sq, R, C, MXFA_BLOCK_ROW, &rowsc) == MXFA_OK,
+           "expand_square: the unbroken call succeeds");
+        reset();
+        memset(sw, 0x7F, 6);
+        uint8_t sw_before[sizeof sw];
+        memcpy(sw_before, sw, sizeof sw);
+        mxfa_status st = mxfa_scales_expand_square(ctx, &sq, 0, C, MXFA_BLOCK_ROW, &rowsc);
+        ok(st == MXFA_ERR_SHAPE && !memcmp(sw, sw_before, sizeof sw) && scales[0] == SENT,
+           "expand_square: zero rows -> %s", mxfa_strerror(MXFA_ERR_SHAPE));
+        sq.shape[1] = 2;
+        st = mxfa_scales_expand_square(ctx, &sq, R, C, MXFA_BLOCK_ROW, &rowsc);
+        ok(st == MXFA_ERR_SHAPE && scales[0] == SENT, "expand_square: square scales of the wrong shape -> %s",
+           mxfa_strerror(MXFA_ERR_SHAPE));
+        sq.shape[1] = 3, rowsc.data = sw + 2;
+        st = mxfa_scales_expand_square(ctx, &sq, R, C, MXFA_BLOCK_ROW, &rowsc);
+        ok(st == MXFA_ERR_ALIAS && !memcmp(sw, sw_before, sizeof sw), "expand_square: out over the square scales -> %s",
+           mxfa_strerror(MXFA_ERR_ALIAS));
+        st = mxfa_scales_expand_square(ctx, NULL, R, C, MXFA_BLOCK_ROW, &rowsc);
+        ok(st == MXFA_ERR_NULL, "expand_square: square_scales NULL -> %s", mxfa_strerror(MXFA_ERR_NULL));
+        reset();
+
+        mxfa_tensor swt2 = mxfa_tensor_2d(sw, MXFA_E8M0, 128, 4), cpt = mxfa_tensor_2d(scales, MXFA_E8M0, R, 3);
+        memset(sw, 0, sizeof sw);
+        ok(mxfa_scales_unswizzle(ctx, &swt2, MXFA_BLOCK_ROW, R, C, &cpt) == MXFA_OK,
+           "unswizzle: the unbroken call succeeds");
+        memset(scales, SENT, sizeof scales), memset(data, SENT, sizeof data), memset(yout, SENT, sizeof yout);
+        memset(sw, SENT, sizeof sw);
+        expect(mxfa_scales_unswizzle(ctx, NULL, MXFA_BLOCK_ROW, R, C, &cpt), MXFA_ERR_NULL, ctx,
+               "unswizzle: swizzled NULL");
+        expect(mxfa_scales_unswizzle(ctx, &swt2, MXFA_BLOCK_SQUARE, R, C, &cpt), MXFA_ERR_UNSUPPORTED, ctx,
+               "unswizzle: square scales");
+        cpt.shape[1] = 2;
+        expect(mxfa_scales_unswizzle(ctx, &swt2, MXFA_BLOCK_ROW, R, C, &cpt), MXFA_ERR_SHAPE, ctx,
+               "unswizzle: compact scales of the wrong shape");
+        cpt.shape[1] = 3;
+        expect(mxfa_scales_unswizzle(ctx, &swt2, MXFA_BLOCK_ROW, -R, C, &cpt), MXFA_ERR_SHAPE, ctx,
+               "unswizzle: negative rows");
+        expect(mxfa_scales_gather(ctx, &swt2, cu_dec, 2, MXFA_BLOCK_ROW, C, &cpt), MXFA_ERR_INVALID, ctx,
+               "gather: decreasing cu_seqlens");
+        expect(mxfa_scales_gather(ctx, &swt2, NULL, 2, MXFA_BLOCK_ROW, C, &cpt), MXFA_ERR_NULL, ctx,
+               "gather: cu_seqlens NULL");
+        expect(mxfa_scales_gather(ctx, &swt2, cu_good, 2, MXFA_BLOCK_ROW, C, &cpt), MXFA_ERR_SHAPE, ctx,
+               "gather: a swizzled buffer too small for two sequences");
+
+        int64_t rows_out = -7;
+        expect(mxfa_jagged_scale_rows(cu_good, 2, NULL), MXFA_ERR_NULL, NULL, "jagged_scale_rows: output NULL");
+        expect(mxfa_jagged_scale_rows(cu_dec, 2, &rows_out), MXFA_ERR_INVALID, NULL,
+               "jagged_scale_rows: decreasing cu_seqlens");
+        expect(mxfa_jagged_scale_rows(cu_good, 0, &rows_out), MXFA_ERR_SHAPE, NULL, "jagged_scale_rows: batch 0");
+        ok(rows_out == -7, "jagged_scale_rows: refused calls leave the output alone");
+
+        int64_t sr_ = -1, sc_ = -1;
+        expect(mxfa_scales_shape(MXFA_BLOCK_ROW, 4, 4, NULL, &sc_), MXFA_ERR_NULL, NULL, "scales_shape: NULL output");
+        expect(mxfa_scales_shape((mxfa_block)3, 4, 4, &sr_, &sc_), MXFA_ERR_INVALID, NULL,
+               "scales_shape: an unknown block shape");
+        ok(sr_ == -1 && sc_ == -1, "scales_shape: refused calls leave the outputs alone");
+        ok(mxfa_scales_shape(MXFA_BLOCK_SQUARE, INT64_MAX, INT64_MAX, &sr_, &sc_) == MXFA_OK &&
+               sr_ == INT64_MAX / 32 + 1 && sc_ == INT64_MAX / 32 + 1,
+           "scales_shape: ceil(INT64_MAX / 32) without overflow");
+
+        ok(mxfa_swizzle_offset(-1, 0, 4) == -1 && mxfa_swizzle_offset(0, -1, 4) == -1 &&
+               mxfa_swizzle_offset(0, 0, 6) == -1 && mxfa_swizzle_offset(0, 0, 0) == -1 &&
+               mxfa_swizzle_offset(0, 4, 4) == -1 && mxfa_swizzle_offset(INT64_MAX, 0, INT64_C(1) << 40) == -1,
+           "swizzle_offset: -1 for negative indices, bad widths, columns past the width and overflow");
+        ok(mxfa_swizzle_offset(130, 5, 8) == (1 * 2 + 1) * 512 + 2 * 16 + 0 * 4 + 1 &&
+               mxfa_swizzle_offset(INT64_C(1) << 40, 3, 4) == (INT64_C(1) << 33) * 512 + 3,
+           "swizzle_offset: the atom formula, also at 2^40 rows");
+    }
+
+    /* compare */
+    {
+        float a1[6] = {1, 2, 3, 4, 5, 6}, b1[6] = {1, 2, 3, 4, 5, 7};
+        mxfa_tensor ta = mxfa_tensor_2d(a1, MXFA_F32, 2, 3), tb = mxfa_tensor_2d(b1, MXFA_F32, 2, 3);
+        mxfa_metrics m, m0;
+        memset(&m, SENT, sizeof m), memcpy(&m0, &m, sizeof m);
+        expect(mxfa_compare(NULL, &tb, &m), MXFA_ERR_NULL, NULL, "compare: out NULL");
+        expect(mxfa_compare(&ta, &tb, NULL), MXFA_ERR_NULL, NULL, "compare: metrics NULL");
+        tb.shape[1] = 2;
+        expect(mxfa_compare(&ta, &tb, &m), MXFA_ERR_SHAPE, NULL, "compare: shapes differ");
+        tb.shape[1] = 3, tb.ndim = 0;
+        expect(mxfa_compare(&ta, &tb, &m), MXFA_ERR_SHAPE, NULL, "compare: ref with zero dimensions");
+        tb.ndim = 2, ta.dtype = MXFA_E4M3;
+        expect(mxfa_compare(&ta, &tb, &m), MXFA_ERR_INVALID, NULL, "compare: fp8 out");
+        ta.dtype = MXFA_F32, ta.memory = MXFA_MEM_DEVICE;
+        expect(mxfa_compare(&ta, &tb, &m), MXFA_ERR_UNSUPPORTED, NULL, "compare: device memory");
+        ok(!memcmp(&m, &m0, sizeof m), "compare: refused calls leave the metrics alone");
+    }
+
+    /* contexts and names */
+    {
+        mxfa_ctx *c2 = NULL;
+        ok(mxfa_open(&c2, NULL) == MXFA_OK && c2, "open: a NULL backend name means auto");
+        mxfa_close(c2);
+        char why[8];
+        memset(why, SENT, sizeof why);
+        ok(!mxfa_backend_usable(NULL, why, sizeof why) && why[sizeof why - 1] == '\0' && strlen(why) == 7,
+           "backend_usable: NULL name -> 0, the reason cut to the buffer");
+        memset(why, SENT, sizeof why);
+        ok(!mxfa_backend_usable("nope", why, 0) && (uint8_t)why[0] == SENT,
+           "backend_usable: a zero-length buffer is not written");
+        mxfa_model mo = (mxfa_model)42;
+        mxfa_p_scale ps = (mxfa_p_scale)42;
+        expect(mxfa_model_parse("sm80", &mo), MXFA_ERR_INVALID, NULL, "model_parse: an unknown model");
+        expect(mxfa_p_scale_parse("static", &ps), MXFA_ERR_INVALID, NULL, "p_scale_parse: an unknown P scaling");
+        expect(mxfa_model_parse(NULL, &mo), MXFA_ERR_NULL, NULL, "model_parse: name NULL");
+        expect(mxfa_model_parse("sm100", NULL), MXFA_ERR_NULL, NULL, "model_parse: output NULL");
+        expect(mxfa_block_parse("row", NULL), MXFA_ERR_NULL, NULL, "block_parse: output NULL");
+        expect(mxfa_preset_parse("ocp", NULL), MXFA_ERR_NULL, NULL, "preset_parse: output NULL");
+        expect(mxfa_layout_parse("compact", NULL), MXFA_ERR_NULL, NULL, "layout_parse: output NULL");
+        expect(mxfa_format_parse("e4m3", NULL), MXFA_ERR_NULL, NULL, "format_parse: output NULL");
+        expect(mxfa_p_scale_parse("const", NULL), MXFA_ERR_NULL, NULL, "p_scale_parse: output NULL");
+        ok(mo == (mxfa_model)42 && ps == (mxfa_p_scale)42, "parse: refused calls leave the output alone");
+        ok(strcmp(mxfa_strerror((mxfa_status)99), "") != 0 && mxfa_dtype_size((mxfa_dtype)99) == 0 &&
+               strcmp(mxfa_model_name((mxfa_model)-1), "unknown") == 0 &&
+               strcmp(mxfa_dtype_name((mxfa_dtype)99), "unknown") == 0,
+           "names and sizes of unknown values: a sentence, 0 and 'unknown', never NULL");
+    }
+
     /* a good call after all that works, and clears the message */
     q = good_out();
     ok(mxfa_quantize(ctx, &xt, MXFA_PRESET_RCEIL, &q) == MXFA_OK && mxfa_last_error(ctx)[0] == '\0',

@@ -225,10 +225,11 @@ static uint32_t fallback(const fx_step *st, const fx_mat *a, int64_t ai, int64_t
 /* A row's pending marks and wide flags cleared with plain vector stores:
  * GCC turns a memset of this size, or a loop it recognizes as one, into a
  * string instruction whose start-up cost was half of fx_block's time (the
- * empty asm keeps the stores as they are). */
+ * empty asm keeps the stores as they are). The vector type may alias and
+ * needs no alignment: wide is a byte array. */
 static inline void clear_row(uint32_t *pend, uint8_t *wide)
 {
-    typedef uint32_t v4su __attribute__((vector_size(16), aligned(4)));
+    typedef uint32_t v4su __attribute__((vector_size(16), aligned(1), may_alias));
     const v4su z = {0, 0, 0, 0};
     for (int j = 0; j < KERN_NR; j += 4) {
         *(v4su *)&pend[j] = z;
