@@ -110,6 +110,15 @@ static inline mxfa_tensor take_tensor(fuzz_in *in, mxfa_dtype dtype, int64_t row
     return take_tensor_nd(in, dtype, 2, shape, output, bytes);
 }
 
+/* 1 when an output still holds the pattern it was allocated with. */
+static inline int untouched(const mxfa_tensor *t, int64_t bytes)
+{
+    for (int64_t i = 0; i < bytes; i++)
+        if (((const uint8_t *)t->data)[i] != 0xA5)
+            return 0;
+    return 1;
+}
+
 /* Float data that is mostly ordinary numbers: the fuzzer's bytes decide
  * where NaN, Inf, huge and tiny values go. */
 static inline void tame_floats(mxfa_tensor *t, int64_t bytes)
@@ -123,6 +132,49 @@ static inline void tame_floats(mxfa_tensor *t, int64_t bytes)
         if ((u & 0x7) != 0) /* seven in eight: a modest value */
             f[i] = (float)((int32_t)(u >> 8) % 4096) / 512.0f;
     }
+}
+
+/* The shape of an attention problem from the fuzzer's bytes: head dims
+ * supported or not, head counts that divide or not, up to four sequences
+ * whose offsets may decrease or not match the tokens, and parameters of
+ * every kind (unknown models, presets, P scalings, causal modes, tiles that
+ * are not multiples of 32). 0 when there is nothing to call (no tokens). */
+typedef struct fuzz_attn_problem {
+    int64_t d, hq, hkv, tq, tk;
+    int batch, jagged;
+    int32_t cuq[5], cuk[5];
+    mxfa_attn_params p;
+} fuzz_attn_problem;
+
+static inline int take_attn_problem(fuzz_in *in, fuzz_attn_problem *a)
+{
+    static const int64_t dims[] = {64, 128, 256, 32, 0, 96};
+    memset(a, 0, sizeof *a);
+    a->d = dims[take8(in) % 6];
+    a->hkv = take8(in) % 3 + 1;
+    a->hq = a->hkv * (take8(in) % 2 + 1);
+    a->hq += take8(in) == 7; /* a head count that does not divide */
+    a->batch = take8(in) % 4;
+    for (int b = 1; b <= a->batch; b++) {
+        a->cuq[b] = a->cuq[b - 1] + take8(in) % 40;
+        a->cuq[b] -= take8(in) == 3; /* may decrease */
+        a->cuk[b] = a->cuk[b - 1] + take8(in) % 40;
+    }
+    a->jagged = a->batch > 0;
+    a->tq = a->jagged ? a->cuq[a->batch] : take8(in) % 40 + 1;
+    a->tk = a->jagged ? a->cuk[a->batch] : take8(in) % 40 + 1;
+    a->tq += take8(in) == 5; /* tokens that do not match the offsets */
+    if (a->tq <= 0 || a->tk <= 0)
+        return 0;
+    mxfa_attn_params_default(&a->p);
+    a->p.model = (mxfa_model)(take8(in) % 5);
+    a->p.preset = (mxfa_preset)(take8(in) % 5);
+    a->p.p_scale = (mxfa_p_scale)(take8(in) % 3);
+    a->p.causal = (mxfa_causal)(take8(in) % 4);
+    a->p.block_m = 32 * (take8(in) % 5);
+    a->p.block_m += take8(in) == 9;
+    a->p.block_n = 32 * (take8(in) % 5);
+    return 1;
 }
 
 #endif

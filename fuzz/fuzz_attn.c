@@ -18,38 +18,12 @@ static void fail(const char *what)
     abort();
 }
 
-static int untouched(const mxfa_tensor *t, int64_t bytes)
-{
-    for (int64_t i = 0; i < bytes; i++)
-        if (((const uint8_t *)t->data)[i] != 0xA5)
-            return 0;
-    return 1;
-}
-
 static void forward(fuzz_in *in)
 {
-    static const int64_t dims[] = {64, 128, 256, 32, 0, 96};
-    int64_t d = dims[take8(in) % 6], hkv = take8(in) % 3 + 1, hq = hkv * (take8(in) % 2 + 1) + (take8(in) == 7);
-    int batch = take8(in) % 4, nb = batch + 1;
-    int32_t cuq[5] = {0}, cuk[5] = {0};
-    for (int b = 1; b < nb; b++) {
-        cuq[b] = cuq[b - 1] + take8(in) % 40 - (take8(in) == 3);
-        cuk[b] = cuk[b - 1] + take8(in) % 40;
-    }
-    int jagged = batch > 0;
-    int64_t tq = jagged ? cuq[batch] : take8(in) % 40 + 1, tk = jagged ? cuk[batch] : take8(in) % 40 + 1;
-    tq += take8(in) == 5; /* tokens that do not match the offsets */
-    if (tq <= 0 || tk <= 0)
+    fuzz_attn_problem a;
+    if (!take_attn_problem(in, &a))
         return;
-    mxfa_attn_params p;
-    mxfa_attn_params_default(&p);
-    p.model = (mxfa_model)(take8(in) % 5);
-    p.preset = (mxfa_preset)(take8(in) % 5);
-    p.p_scale = (mxfa_p_scale)(take8(in) % 3);
-    p.causal = (mxfa_causal)(take8(in) % 4);
-    p.block_m = 32 * (take8(in) % 5) + (take8(in) == 9);
-    p.block_n = 32 * (take8(in) % 5);
-    const int64_t qs[3] = {tq, hq, d}, ks[3] = {tk, hkv, d}, ls[2] = {tq, hq};
+    const int64_t qs[3] = {a.tq, a.hq, a.d}, ks[3] = {a.tk, a.hkv, a.d}, ls[2] = {a.tq, a.hq};
     int64_t bq, bk, bv, bo, bl;
     mxfa_tensor q = take_tensor_nd(in, MXFA_F32, 3, qs, 0, &bq), k = take_tensor_nd(in, MXFA_F32, 3, ks, 0, &bk);
     mxfa_tensor v = take_tensor_nd(in, MXFA_F32, 3, ks, 0, &bv);
@@ -69,8 +43,8 @@ static void forward(fuzz_in *in)
         mxfa_tensor oi = o[i];
         if (alias)
             oi.data = q.data;
-        st[i] = mxfa_attn_fwd(ctx[i], &p, &q, &k, &v, jagged ? cuq : NULL, jagged ? cuk : NULL, jagged ? batch : 1,
-                              &oi, &l[i]);
+        st[i] = mxfa_attn_fwd(ctx[i], &a.p, &q, &k, &v, a.jagged ? a.cuq : NULL, a.jagged ? a.cuk : NULL,
+                              a.jagged ? a.batch : 1, &oi, &l[i]);
         if (st[i] != MXFA_OK && !mxfa_last_error(ctx[i])[0])
             fail("a refusal without a message");
     }
