@@ -421,6 +421,60 @@ int main(void)
     if (cuda_needed)
         expect_fail("--backend cuda where it is not usable (no fallback)", 1, f8, path("f.npy"));
 
+    /* hostile .npy files through every command that reads one */
+    {
+        static const struct {
+            const char *name, *header;
+            size_t payload;
+        } hostile[] = {
+            {"h-huge.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000, 1000000), }", 64},
+            {"h-negative.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (-1, 64), }", 256},
+            {"h-overflow.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", 0},
+            {"h-bigendian.npy", "{'descr': '>f4', 'fortran_order': False, 'shape': (2, 64), }", 512},
+            {"h-half.npy", "{'descr': '<f2', 'fortran_order': False, 'shape': (2, 64), }", 256},
+            {"h-short.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 64), }", 511},
+            {"h-garbage.npy", "{'descr': '<f4', 'fortran_order': Fals", 0},
+        };
+        uint8_t buf[1024];
+        for (size_t i = 0; i < sizeof hostile / sizeof *hostile; i++) {
+            size_t hl = strlen(hostile[i].header), n = 10 + hl + 1;
+            memcpy(buf, "\x93NUMPY\x01\x00", 8);
+            buf[8] = (uint8_t)(hl + 1), buf[9] = 0;
+            memcpy(buf + 10, hostile[i].header, hl);
+            buf[10 + hl] = '\n';
+            memset(buf + n, 0x3F, hostile[i].payload);
+            write_raw(path(hostile[i].name), buf, n + hostile[i].payload);
+        }
+        write_raw(path("h-empty.npy"), "", 0);
+        const char *files[] = {"h-huge.npy", "h-negative.npy", "h-overflow.npy", "h-bigendian.npy", "h-half.npy",
+                               "h-short.npy", "h-garbage.npy", "h-empty.npy", "trunc.npy", "lying.npy"};
+        int clean_runs = 0, runs = 0;
+        for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+            char h[1100];
+            snprintf(h, sizeof h, "%s", path(files[i]));
+            const char *q[] = {"quantize", h, "--data", path("hx.npy"), "--scales", path("hs.npy"), NULL};
+            const char *d[] = {"dequantize", "--data", h, "--scales", path("qsa.npy"), "--out", path("hx.npy"), NULL};
+            const char *g[] = {"gemm", "--a", path("qa.npy"), "--a-scales", h, "--b", path("qb.npy"), "--b-scales",
+                               path("qsb.npy"), "--model", "ideal", "--out", path("hx.npy"), NULL};
+            const char *a[] = {"attn", "--q", path("aq.npy"), "--k", h, "--v", path("av.npy"), "--out",
+                               path("hx.npy"), NULL};
+            const char *const *cmds[] = {q, d, g, a};
+            for (int c = 0; c < 4; c++) {
+                int rc = run(cmds[c], NULL, 0);
+                int good = rc == 1 && errtext[0] && !exists(path("hx.npy")) && !exists(path("hs.npy")) &&
+                           no_temporaries();
+                runs++;
+                clean_runs += good;
+                if (!good)
+                    diag("mxfa %s with %s: exit %d, stderr '%s'", cmds[c][0], files[i], rc, errtext);
+            }
+        }
+        ok(clean_runs == runs,
+           "%d runs of quantize, dequantize, gemm and attn on 10 hostile .npy files (truncated, lying lengths, huge, "
+           "negative and overflowing shapes, big-endian, float16, empty): exit 1, a message, no file left",
+           runs);
+    }
+
     /* an existing output survives a failed run */
     write_raw(path("keep.npy"), "old", 3);
     const char *k1[] = {"quantize", path("trunc.npy"), "--data", path("keep.npy"), "--scales", path("f2.npy"), NULL};
