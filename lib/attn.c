@@ -318,7 +318,8 @@ static mxfa_status attn_bwd_mx_in_env(mxfa_ctx *ctx, const mxfa_attn_params *p, 
         int64_t len = (int64_t)cu_seqlens_k[b + 1] - cu_seqlens_k[b];
         for (int64_t g = 0; g < hkv && st == MXFA_OK && len > 0; g++)
             for (int i = 0; i < 2 && st == MXFA_OK; i++) {
-                mxfa_view src = {(i ? gv : gk) + (cu_seqlens_k[b] * hkv + g) * d, MXFA_F32, len, d, hkv * d, 1};
+                mxfa_view src = {(i ? gv : gk) + (cu_seqlens_k[b] * hkv + g) * d, MXFA_F32, len, d, hkv * d, 1,
+                                 MXFA_MEM_HOST};
                 mxfa_view dst = mxfa_view_slice(&dd[i], 0, 2, cu_seqlens_k[b] * dd[i].stride[0] + g * dd[i].stride[1],
                                                 len, d);
                 mxfa_view sc = mxfa_view_slice(&sd[i], 0, 2, blk0 * sd[i].stride[0] + g * sd[i].stride[1],

@@ -84,6 +84,7 @@ mxfa_status mxfa_check_matrix(mxfa_ctx *ctx, const char *what, const mxfa_tensor
     v->cols = nd.shape[1];
     v->rs = nd.stride[0];
     v->cs = nd.stride[1];
+    v->memory = nd.memory;
     return MXFA_OK;
 }
 
@@ -175,6 +176,7 @@ mxfa_status mxfa_check_tensor(mxfa_ctx *ctx, const char *what, const mxfa_tensor
     }
     v->base = t->data;
     v->dtype = t->dtype;
+    v->memory = t->memory;
     v->ndim = ndim;
     int64_t count = 1, last = 0, bytes;
     for (int i = ndim - 1; i >= 0; i--) {
@@ -243,5 +245,6 @@ mxfa_view mxfa_view_slice(const mxfa_view_nd *v, int d0, int d1, int64_t offset,
     s.cols = cols;
     s.rs = v->stride[d0];
     s.cs = v->stride[d1];
+    s.memory = v->memory;
     return s;
 }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "module.h"
 
 MXFA_API const char *mxfa_version(void)
 {
@@ -23,12 +24,21 @@ static const mxfa_backend *const built_backends[] = {
 
 static const char *const known_names[] = {"ref", "cpu", "cuda"};
 
-static const mxfa_backend *find_backend(const char *name)
+/* The backend of that name, or NULL (with the reason in why when the name is
+ * cuda's: its module may be missing or refuse to load). */
+static const mxfa_backend *find_backend_why(const char *name, char *why, size_t why_len)
 {
     for (size_t i = 0; i < sizeof built_backends / sizeof built_backends[0]; i++)
         if (strcmp(built_backends[i]->name, name) == 0)
             return built_backends[i];
+    if (strcmp(name, "cuda") == 0)
+        return mxfa_cuda_module(why, why_len);
     return NULL;
+}
+
+static const mxfa_backend *find_backend(const char *name)
+{
+    return find_backend_why(name, NULL, 0);
 }
 
 static int known_name(const char *name)
@@ -47,14 +57,14 @@ MXFA_API int mxfa_backend_built(const char *name)
 MXFA_API int mxfa_backend_usable(const char *name, char *why, size_t why_len)
 {
     const char *reason = NULL;
-    const mxfa_backend *be = name ? find_backend(name) : NULL;
-    char buf[MXFA_ERRMSG_LEN];
+    char buf[MXFA_ERRMSG_LEN] = "";
+    const mxfa_backend *be = name ? find_backend_why(name, buf, sizeof buf) : NULL;
     if (!name)
         reason = "no backend name given";
     else if (!known_name(name))
         reason = "no such backend (known: ref, cpu, cuda)";
     else if (!be)
-        reason = "not built into this version of libmxfa";
+        reason = buf[0] ? buf : "not built into this version of libmxfa";
     else if (be->usable && !be->usable(buf, sizeof buf))
         reason = buf;
     if (!reason)
@@ -78,8 +88,10 @@ MXFA_API mxfa_status mxfa_open(mxfa_ctx **ctx, const char *backend)
         name = env;
     const mxfa_backend *be = NULL;
     if (strcmp(name, "auto") == 0) {
-        static const char *const order[] = {"cuda", "cpu", "ref"};
-        for (size_t i = 0; i < 3 && !be; i++)
+        /* cuda joins this list once it does every operation; until then
+         * it is opened by name only */
+        static const char *const order[] = {"cpu", "ref"};
+        for (size_t i = 0; i < 2 && !be; i++)
             if (mxfa_backend_usable(order[i], NULL, 0))
                 be = find_backend(order[i]);
     } else {

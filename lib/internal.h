@@ -17,12 +17,14 @@
 
 #define MXFA_ERRMSG_LEN 512
 
-/* A validated 2-D view: element (r, c) is at base + (r * rs + c * cs) * esize. */
+/* A validated 2-D view: element (r, c) is at base + (r * rs + c * cs) * esize.
+ * memory: where base points, as the caller declared it (host unless set). */
 typedef struct mxfa_view {
     void *base;
     mxfa_dtype dtype;
     int64_t rows, cols;
     int64_t rs, cs;
+    mxfa_memory memory;
 } mxfa_view;
 
 static inline void *view_at(const mxfa_view *v, int64_t r, int64_t c)
@@ -37,6 +39,7 @@ typedef struct mxfa_view_nd {
     int ndim;
     int64_t shape[MXFA_MAX_DIMS];
     int64_t stride[MXFA_MAX_DIMS];
+    mxfa_memory memory;
 } mxfa_view_nd;
 
 /* The same memory seen transposed. */
@@ -61,7 +64,8 @@ typedef struct mxfa_backend mxfa_backend;
 
 struct mxfa_ctx {
     const mxfa_backend *backend;
-    void *state; /* the backend's own */
+    void *state;  /* the backend's own */
+    void *stream; /* mxfa_set_stream: a cudaStream_t for the cuda backend */
     char error[MXFA_ERRMSG_LEN];
 };
 
@@ -114,6 +118,13 @@ struct mxfa_backend {
     /* a chain of single instructions along K; c may be NULL (zero) */
     mxfa_status (*mma_chain)(mxfa_ctx *ctx, mxfa_instr instr, const mxfa_view *a, const mxfa_view *b,
                              const mxfa_view *c, const mxfa_view *d);
+    /* device memory (NULL for backends without it): allocation on the
+     * context's stream, copies between any memories that return when done,
+     * and waiting for the stream */
+    mxfa_status (*device_alloc)(mxfa_ctx *ctx, size_t bytes, void **ptr);
+    mxfa_status (*device_free)(mxfa_ctx *ctx, void *ptr);
+    mxfa_status (*copy_bytes)(mxfa_ctx *ctx, void *dst, const void *src, size_t bytes);
+    mxfa_status (*synchronize)(mxfa_ctx *ctx);
 };
 
 extern const mxfa_backend mxfa_backend_ref;

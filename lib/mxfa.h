@@ -71,13 +71,42 @@ typedef struct mxfa_ctx mxfa_ctx;
 /*
  * Open a context on a backend: "auto", "ref", "cpu" or "cuda" (NULL means
  * "auto"). The environment variable MXFA_BACKEND, when set and not empty,
- * overrides the name given here. "auto" picks cuda when a supported GPU is
- * usable, else cpu when built, else ref. A named backend that is not built
+ * overrides the name given here. "auto" picks cpu when built, else ref
+ * (the cuda backend, which does quantization and the scale layouts so far,
+ * is opened by name). A named backend that is not built
  * or not usable is an error (MXFA_ERR_NO_BACKEND), never a silent fallback;
  * the reason is then in mxfa_last_error(NULL).
  */
 MXFA_API mxfa_status mxfa_open(mxfa_ctx **ctx, const char *backend);
 MXFA_API void mxfa_close(mxfa_ctx *ctx);
+
+/*
+ * The CUDA stream (a cudaStream_t) on which a cuda context does its work;
+ * NULL, the default, is CUDA's default stream. A call whose tensors are all
+ * in device memory is enqueued on the stream and returns without waiting
+ * for it: errors found when launching are returned, errors of the running
+ * work show at the next call that waits (cudaStreamSynchronize, or an mxfa
+ * call with a host tensor). A call with a host tensor copies it through the
+ * device on the stream and returns when its outputs are back. Other
+ * backends keep the stream and ignore it.
+ */
+MXFA_API mxfa_status mxfa_set_stream(mxfa_ctx *ctx, void *stream);
+MXFA_API void *mxfa_get_stream(const mxfa_ctx *ctx);
+
+/*
+ * Device memory without linking CUDA: bytes on the context's device
+ * (MXFA_ERR_UNSUPPORTED on backends without one); freeing waits for the
+ * device. mxfa_memcpy copies between host and device memory in any
+ * direction (the cuda backend tells them apart by their addresses): a copy
+ * to or from the host returns when the bytes are there, one between two
+ * device buffers is enqueued on the stream like any call on device memory.
+ * mxfa_synchronize waits for the work enqueued on the context's stream and
+ * returns its errors.
+ */
+MXFA_API mxfa_status mxfa_device_alloc(mxfa_ctx *ctx, size_t bytes, void **ptr);
+MXFA_API mxfa_status mxfa_device_free(mxfa_ctx *ctx, void *ptr);
+MXFA_API mxfa_status mxfa_memcpy(mxfa_ctx *ctx, void *dst, const void *src, size_t bytes);
+MXFA_API mxfa_status mxfa_synchronize(mxfa_ctx *ctx);
 /* The name of the backend a context runs on ("ref", "cpu", "cuda"). */
 MXFA_API const char *mxfa_backend_name(const mxfa_ctx *ctx);
 
@@ -95,9 +124,10 @@ MXFA_API const char *mxfa_cpu_isa(const mxfa_ctx *ctx);
  */
 MXFA_API const char *mxfa_last_error(const mxfa_ctx *ctx);
 
-/* Whether a backend is compiled into this library, and whether it can run
- * here (1 or 0). When not usable and why != NULL, the reason is copied into
- * why (at most why_len bytes, NUL-terminated). */
+/* Whether a backend is built for this library (compiled in, or for cuda: its
+ * module found and loaded), and whether it can run here (1 or 0). When not
+ * usable and why != NULL, the reason is copied into why (at most why_len
+ * bytes, NUL-terminated). */
 MXFA_API int mxfa_backend_built(const char *name);
 MXFA_API int mxfa_backend_usable(const char *name, char *why, size_t why_len);
 
@@ -115,8 +145,8 @@ typedef enum mxfa_dtype {
 } mxfa_dtype;
 
 typedef enum mxfa_memory {
-    MXFA_MEM_HOST = 0,  /* ordinary CPU memory */
-    MXFA_MEM_DEVICE = 1 /* GPU memory of the context's device */
+    MXFA_MEM_HOST = 0,  /* CPU memory (the cuda backend copies it through the device) */
+    MXFA_MEM_DEVICE = 1 /* GPU memory of the context's device (cuda backend only) */
 } mxfa_memory;
 
 #define MXFA_MAX_DIMS 4

@@ -362,6 +362,24 @@ int main(void)
         memset(why, SENT, sizeof why);
         ok(!mxfa_backend_usable("nope", why, 0) && (uint8_t)why[0] == SENT,
            "backend_usable: a zero-length buffer is not written");
+        /* streams and device memory on a backend without a device */
+        void *dptr = (void *)0x1;
+        char bytes[16] = "abcdefghijklmno", copy[16];
+        expect(mxfa_set_stream(NULL, NULL), MXFA_ERR_NULL, NULL, "set_stream: ctx NULL");
+        ok(mxfa_set_stream(ctx, (void *)0x10) == MXFA_OK && mxfa_get_stream(ctx) == (void *)0x10 &&
+               mxfa_set_stream(ctx, NULL) == MXFA_OK,
+           "set_stream: kept (and ignored) by the ref backend");
+        expect(mxfa_device_alloc(ctx, 64, &dptr), MXFA_ERR_UNSUPPORTED, ctx, "device_alloc on the ref backend");
+        ok(dptr == (void *)0x1, "device_alloc: a refusal leaves *ptr alone");
+        expect(mxfa_device_alloc(ctx, 0, &dptr), MXFA_ERR_SHAPE, ctx, "device_alloc: zero bytes");
+        expect(mxfa_device_alloc(ctx, 64, NULL), MXFA_ERR_NULL, ctx, "device_alloc: ptr NULL");
+        expect(mxfa_memcpy(ctx, bytes + 4, bytes, 8), MXFA_ERR_ALIAS, ctx, "memcpy: overlapping buffers");
+        ok(strcmp(bytes, "abcdefghijklmno") == 0, "memcpy: a refused copy writes nothing");
+        expect(mxfa_memcpy(ctx, NULL, bytes, 8), MXFA_ERR_NULL, ctx, "memcpy: dst NULL");
+        ok(mxfa_memcpy(ctx, copy, bytes, 16) == MXFA_OK && memcmp(copy, bytes, 16) == 0,
+           "memcpy: host to host on the ref backend");
+        ok(mxfa_synchronize(ctx) == MXFA_OK && mxfa_device_free(ctx, NULL) == MXFA_OK,
+           "synchronize and device_free(NULL): nothing to do");
         mxfa_model mo = (mxfa_model)42;
         mxfa_p_scale ps = (mxfa_p_scale)42;
         expect(mxfa_model_parse("sm80", &mo), MXFA_ERR_INVALID, NULL, "model_parse: an unknown model");

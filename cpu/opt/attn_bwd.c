@@ -239,7 +239,7 @@ static int tile(bwd_kv *job, int64_t r0, int64_t nr, int64_t c0)
         uint8_t *codes = NULL, *scales = NULL;
         int64_t sc = bn / 32;
         if (p->p_scale == MXFA_P_DYNAMIC) {
-            mxfa_view pv = {job->pf, MXFA_F32, nrp, bn, bn, 1};
+            mxfa_view pv = {job->pf, MXFA_F32, nrp, bn, bn, 1, MXFA_MEM_HOST};
             if (!mxfa_cpu_quantize_codes(kern, &pv, MXFA_BLOCK_SQUARE, MXFA_PRESET_RCEIL, &codes, &scales))
                 return 0;
         } else {
@@ -299,7 +299,7 @@ static int tile(bwd_kv *job, int64_t r0, int64_t nr, int64_t c0)
      * the diagonal blocks take dS in bf16 */
     {
         uint8_t *codes = NULL, *scales = NULL;
-        mxfa_view dv = {job->ds, MXFA_F32, nrp, bn, bn, 1};
+        mxfa_view dv = {job->ds, MXFA_F32, nrp, bn, bn, 1, MXFA_MEM_HOST};
         if (!mxfa_cpu_quantize_codes(kern, &dv, MXFA_BLOCK_SQUARE, p->preset, &codes, &scales))
             return 0;
         memset(job->dsq.flag, 0, (size_t)job->dsq.nblk);

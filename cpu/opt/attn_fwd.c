@@ -55,7 +55,8 @@ static int kv_build(const cpu_kernels *kern, const mxfa_attn_params *p, const fx
         free(kc), free(kscale);
         return 0;
     }
-    mxfa_view kcv = {kc, MXFA_E4M3, lk, d, d, 1}, ksv = {kscale, MXFA_E8M0, lk, ndb, ndb, 1};
+    mxfa_view kcv = {kc, MXFA_E4M3, lk, d, d, 1, MXFA_MEM_HOST};
+    mxfa_view ksv = {kscale, MXFA_E8M0, lk, ndb, ndb, 1, MXFA_MEM_HOST};
     fx_decode_rows(kern, &kcv, &ksv, t, 1, &s->kt, s->sk, s->fk, s->ldk);
     /* table lookups, integer work and exact conversions only: no
      * floating-point environment needed. Plain E4M3 rows go through the
@@ -169,7 +170,8 @@ static int run_tile(const fwd_job *job, const kv_side *kv, const mxfa_view *qs, 
     qt.rows = nr;
     if (!mxfa_cpu_quantize_codes(kern, &qt, MXFA_BLOCK_ROW, p->preset, &qc, &qscale))
         return 0;
-    mxfa_view qcv = {qc, MXFA_E4M3, nr, d, d, 1}, qsv = {qscale, MXFA_E8M0, nr, nd, nd, 1};
+    mxfa_view qcv = {qc, MXFA_E4M3, nr, d, d, 1, MXFA_MEM_HOST};
+    mxfa_view qsv = {qscale, MXFA_E8M0, nr, nd, nd, 1, MXFA_MEM_HOST};
     fx_decode_rows(kern, &qcv, &qsv, t, 0, &w->q, w->sq, w->fq, p->block_m);
     free(qc), free(qscale);
     for (int64_t i = 0; i < nr; i++) {

@@ -72,7 +72,8 @@ int mxfa_cpu_quantize_codes(const cpu_kernels *kern, const mxfa_view *src, mxfa_
         *codes = *scales = NULL;
         return 0;
     }
-    mxfa_view dv = {*codes, MXFA_E4M3, src->rows, src->cols, src->cols, 1}, sv = {*scales, MXFA_E8M0, sr, sc, sc, 1};
+    mxfa_view dv = {*codes, MXFA_E4M3, src->rows, src->cols, src->cols, 1, MXFA_MEM_HOST};
+    mxfa_view sv = {*scales, MXFA_E8M0, sr, sc, sc, 1, MXFA_MEM_HOST};
     if (block == MXFA_BLOCK_ROW) {
         kern->quantize_rows(src, preset, &dv, &sv);
     } else {

@@ -115,7 +115,7 @@ static mxfa_status bwd_tile(mxfa_ctx *ctx, bwd_head *job, int64_t r0, int64_t nr
     /* P quantized: const, E4M3(P * 256) under 2^-8; dynamic, square blocks
      * with the rceil rule. The same bytes serve P (rows) and P^T. */
     {
-        mxfa_view pv = {pf, MXFA_F32, nrp, bn, bn, 1};
+        mxfa_view pv = {pf, MXFA_F32, nrp, bn, bn, 1, MXFA_MEM_HOST};
         if (job->p->p_scale == MXFA_P_DYNAMIC) {
             if ((st = mx_decoded_quantize(ctx, &pv, MXFA_BLOCK_SQUARE, MXFA_PRESET_RCEIL, &pq)) != MXFA_OK)
                 goto done;
@@ -178,7 +178,7 @@ static mxfa_status bwd_tile(mxfa_ctx *ctx, bwd_head *job, int64_t r0, int64_t nr
     }
     /* dS quantized in square blocks with the preset */
     {
-        mxfa_view dsv = {ds, MXFA_F32, nrp, bn, bn, 1};
+        mxfa_view dsv = {ds, MXFA_F32, nrp, bn, bn, 1, MXFA_MEM_HOST};
         if ((st = mx_decoded_quantize(ctx, &dsv, MXFA_BLOCK_SQUARE, job->p->preset, &dsq)) != MXFA_OK)
             goto done;
     }

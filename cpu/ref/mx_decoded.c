@@ -44,7 +44,8 @@ mxfa_status mx_decoded_quantize(mxfa_ctx *ctx, const mxfa_view *src, mxfa_block 
         free(scales);
         return mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "attention: out of memory quantizing a head");
     }
-    mxfa_view dv = {data, MXFA_E4M3, rows, cols, cols, 1}, sv = {scales, MXFA_E8M0, sr, sc, sc, 1};
+    mxfa_view dv = {data, MXFA_E4M3, rows, cols, cols, 1, MXFA_MEM_HOST};
+    mxfa_view sv = {scales, MXFA_E8M0, sr, sc, sc, 1, MXFA_MEM_HOST};
     mxfa_segment seg = {0, rows, 0};
     mxfa_ref_quantize(ctx, src, &seg, 1, preset, block, &dv, &sv);
     for (int64_t r = 0; r < rows; r++)

@@ -1,0 +1,413 @@
+// The cuda backend: the module's entry point, its context (the device and
+// the caller's stream), CUDA errors as mxfa statuses, and host tensors
+// staged through device memory. The kernels are in gpu/common/.
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "cuda.h"
+
+extern "C" {
+#include "module.h"
+}
+
+namespace mxfa_gpu {
+namespace {
+
+struct cuda_state {
+    int device;
+};
+
+mxfa_status fail(mxfa_ctx *ctx, mxfa_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+mxfa_status fail(mxfa_ctx *ctx, mxfa_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+// A CUDA error as a status with CUDA's own words; an allocation failure is
+// MXFA_ERR_NO_MEMORY, anything else MXFA_ERR_DEVICE.
+mxfa_status cuda_fail(mxfa_ctx *ctx, cudaError_t e, const char *what)
+{
+    return fail(ctx, e == cudaErrorMemoryAllocation ? MXFA_ERR_NO_MEMORY : MXFA_ERR_DEVICE, "cuda: %s: %s (%s)",
+                what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+int usable(char *why, size_t why_len)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        snprintf(why, why_len, "no CUDA device: %s", cudaGetErrorString(e));
+        return 0;
+    }
+    int dev = 0, major = 0, minor = 0;
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess) {
+        snprintf(why, why_len, "cannot query CUDA device: %s", cudaGetErrorString(e));
+        return 0;
+    }
+    // the module carries sm_90a and sm_100a code; an "a" target runs on its
+    // own compute capability only
+    if (!((major == 9 && minor == 0) || (major == 10 && minor == 0))) {
+        snprintf(why, why_len, "device %d has compute capability %d.%d; this build has code for 9.0 (Hopper) and "
+                 "10.0 (Blackwell)", dev, major, minor);
+        return 0;
+    }
+    return 1;
+}
+
+mxfa_status open_ctx(mxfa_ctx *ctx)
+{
+    cuda_state *s = static_cast<cuda_state *>(calloc(1, sizeof *s));
+    if (!s)
+        return fail(ctx, MXFA_ERR_NO_MEMORY, "cannot allocate the cuda state");
+    cudaError_t e = cudaGetDevice(&s->device);
+    if (e == cudaSuccess)
+        e = cudaFree(nullptr); // create the primary context now, not inside a timed call
+    if (e != cudaSuccess) {
+        free(s);
+        return cuda_fail(ctx, e, "starting the device");
+    }
+    ctx->state = s;
+    return MXFA_OK;
+}
+
+void close_ctx(mxfa_ctx *ctx)
+{
+    free(ctx->state);
+}
+
+// ---- staging ----
+
+int64_t esize(mxfa_dtype d)
+{
+    return d == MXFA_F64 ? 8 : d == MXFA_F32 || d == MXFA_I32 ? 4 : d == MXFA_BF16 ? 2 : 1;
+}
+
+// Bytes from a view's base to the end of its last element.
+size_t span_bytes(const mxfa_view &v)
+{
+    return (size_t)(((v.rows - 1) * v.rs + (v.cols - 1) * v.cs + 1) * esize(v.dtype));
+}
+
+// One call's work: the views it touches, those in host memory copied
+// through device buffers. Use: add every view (outputs marked), begin(),
+// launch on the rewritten views, finish().
+class call {
+public:
+    call(mxfa_ctx *c, const char *what) : ctx_(c), what_(what)
+    {
+        stream_ = static_cast<cudaStream_t>(ctx_->stream);
+        cudaGetDevice(&saved_device_);
+    }
+    ~call()
+    {
+        for (int i = 0; i < n_; i++)
+            if (dev_[i])
+                cudaFreeAsync(dev_[i], stream_);
+        if (staged_)
+            cudaStreamSynchronize(stream_);
+        cudaSetDevice(saved_device_);
+    }
+    // Where a buffer is: as its tensor declared it, or (a raw buffer whose
+    // tensor the backend does not see) found out from CUDA.
+    enum where { host, device, ask_cuda };
+    void add(void **base, size_t bytes, where w, bool output)
+    {
+        base_[n_] = base;
+        bytes_[n_] = bytes;
+        where_[n_] = w;
+        output_[n_] = output;
+        dev_[n_] = nullptr;
+        n_++;
+    }
+    void add(mxfa_view *v, bool output)
+    {
+        add(&v->base, span_bytes(*v), v->memory == MXFA_MEM_DEVICE ? device : host, output);
+    }
+    cudaStream_t stream() const { return stream_; }
+
+    mxfa_status begin()
+    {
+        int dev = static_cast<cuda_state *>(ctx_->state)->device;
+        cudaError_t e = cudaSetDevice(dev);
+        if (e != cudaSuccess)
+            return cuda_fail(ctx_, e, what_);
+        for (int i = 0; i < n_; i++) {
+            cudaPointerAttributes a;
+            if ((e = cudaPointerGetAttributes(&a, *base_[i])) != cudaSuccess)
+                return cuda_fail(ctx_, e, what_);
+            const bool on_device = a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+            if (where_[i] == device) {
+                if (!on_device || a.device != dev)
+                    return fail(ctx_, MXFA_ERR_INVALID, "%s: a tensor declared as device memory is not memory of "
+                                "device %d (it is %s)", what_, dev,
+                                a.type == cudaMemoryTypeDevice ? "on another device" : "host memory");
+                continue;
+            }
+            if (where_[i] == ask_cuda && on_device)
+                continue;
+            // host memory: a device copy of its span, outputs too (the bytes
+            // between strided elements must come back as they were)
+            if ((e = cudaMallocAsync(&dev_[i], bytes_[i], stream_)) != cudaSuccess ||
+                (e = cudaMemcpyAsync(dev_[i], *base_[i], bytes_[i], cudaMemcpyHostToDevice, stream_)) != cudaSuccess)
+                return cuda_fail(ctx_, e, what_);
+            host_[i] = *base_[i];
+            *base_[i] = dev_[i];
+            staged_ = true;
+        }
+        return MXFA_OK;
+    }
+
+    // After the launch: its error, then the staged outputs copied back
+    // (waiting for them), and any error of the work itself.
+    mxfa_status finish(cudaError_t launched)
+    {
+        if (launched != cudaSuccess)
+            return cuda_fail(ctx_, launched, what_);
+        if (!staged_)
+            return MXFA_OK;
+        cudaError_t e = cudaSuccess;
+        // the kernel's own errors first: an output is copied back only whole
+        if ((e = cudaStreamSynchronize(stream_)) != cudaSuccess)
+            return cuda_fail(ctx_, e, what_);
+        for (int i = 0; i < n_; i++)
+            if (dev_[i] && output_[i] &&
+                (e = cudaMemcpyAsync(host_[i], dev_[i], bytes_[i], cudaMemcpyDeviceToHost, stream_)) != cudaSuccess)
+                return cuda_fail(ctx_, e, what_);
+        if ((e = cudaStreamSynchronize(stream_)) != cudaSuccess)
+            return cuda_fail(ctx_, e, what_);
+        return MXFA_OK;
+    }
+
+private:
+    enum { MAX = 8 };
+    mxfa_ctx *ctx_;
+    const char *what_;
+    cudaStream_t stream_;
+    int saved_device_ = 0, n_ = 0;
+    bool staged_ = false;
+    void **base_[MAX];
+    void *host_[MAX], *dev_[MAX];
+    size_t bytes_[MAX];
+    where where_[MAX];
+    bool output_[MAX];
+};
+
+// ---- operations ----
+
+mxfa_status quantize(mxfa_ctx *ctx, const mxfa_view *x, const mxfa_segment *segs, int nsegs, mxfa_preset preset,
+                     mxfa_block block, const mxfa_view *data, const mxfa_view *scales)
+{
+    mxfa_view xv = *x, dv = *data, sv = *scales;
+    call c(ctx, "quantize");
+    c.add(&xv, false), c.add(&dv, true), c.add(&sv, true);
+    CHECK(c.begin());
+    return c.finish(launch_quantize(dview_of(xv), segs, nsegs, (int)preset, (int)block, dview_of(dv), dview_of(sv),
+                                    c.stream()));
+}
+
+mxfa_status dequantize(mxfa_ctx *ctx, const mxfa_view *data, const mxfa_view *scales, mxfa_block block,
+                       const mxfa_view *out)
+{
+    mxfa_view dv = *data, sv = *scales, ov = *out;
+    call c(ctx, "dequantize");
+    c.add(&dv, false), c.add(&sv, false), c.add(&ov, true);
+    CHECK(c.begin());
+    return c.finish(launch_dequantize(dview_of(dv), dview_of(sv), (int)block, dview_of(ov), c.stream()));
+}
+
+mxfa_status copy(mxfa_ctx *ctx, const mxfa_view *src, const mxfa_view *dst)
+{
+    mxfa_view sv = *src, dv = *dst;
+    call c(ctx, "copy");
+    c.add(&sv, false), c.add(&dv, true);
+    CHECK(c.begin());
+    return c.finish(launch_copy(dview_of(sv), dview_of(dv), c.stream()));
+}
+
+mxfa_status expand(mxfa_ctx *ctx, const mxfa_view *src, int64_t rdiv, int64_t cdiv, const mxfa_view *dst)
+{
+    mxfa_view sv = *src, dv = *dst;
+    call c(ctx, "expand");
+    c.add(&sv, false), c.add(&dv, true);
+    CHECK(c.begin());
+    return c.finish(launch_expand(dview_of(sv), rdiv, cdiv, dview_of(dv), c.stream()));
+}
+
+mxfa_status swizzle(mxfa_ctx *ctx, const mxfa_view *index, int axis, const mxfa_segment *segs, int nsegs,
+                    uint8_t *swizzled, int64_t sw_rows, int64_t sw_cols)
+{
+    mxfa_view iv = *index;
+    void *sw = swizzled;
+    call c(ctx, "swizzle");
+    c.add(&iv, false), c.add(&sw, (size_t)(sw_rows * sw_cols), call::ask_cuda, true);
+    CHECK(c.begin());
+    return c.finish(launch_swizzle(dview_of(iv), axis, segs, nsegs, static_cast<uint8_t *>(sw), sw_rows, sw_cols,
+                                   c.stream()));
+}
+
+mxfa_status unswizzle(mxfa_ctx *ctx, const uint8_t *swizzled, int64_t sw_rows, int64_t sw_cols, int axis,
+                      const mxfa_segment *segs, int nsegs, const mxfa_view *index)
+{
+    mxfa_view iv = *index;
+    void *sw = const_cast<uint8_t *>(swizzled);
+    call c(ctx, "unswizzle");
+    c.add(&sw, (size_t)(sw_rows * sw_cols), call::ask_cuda, false), c.add(&iv, true);
+    CHECK(c.begin());
+    return c.finish(launch_unswizzle(static_cast<const uint8_t *>(sw), sw_rows, sw_cols, axis, segs, nsegs,
+                                     dview_of(iv), c.stream()));
+}
+
+// What the cuda backend does not do yet is refused, never run elsewhere.
+mxfa_status not_yet(mxfa_ctx *ctx, const char *what)
+{
+    return fail(ctx, MXFA_ERR_UNSUPPORTED, "the cuda backend does not do %s yet (use the cpu or ref backend)", what);
+}
+
+mxfa_status gemm(mxfa_ctx *ctx, mxfa_model, const mxfa_view *, const mxfa_view *, const mxfa_view *,
+                 const mxfa_view *, const mxfa_view *, const mxfa_view *)
+{
+    return not_yet(ctx, "mxfa_gemm");
+}
+
+mxfa_status attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *, const mxfa_view_nd *, const mxfa_view_nd *,
+                     const mxfa_view_nd *, const int32_t *, const int32_t *, int, const mxfa_view_nd *,
+                     const mxfa_view_nd *)
+{
+    return not_yet(ctx, "attention");
+}
+
+mxfa_status attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *, const mxfa_view_nd *, const mxfa_view_nd *,
+                     const mxfa_view_nd *, const mxfa_view_nd *, const mxfa_view_nd *, const mxfa_view_nd *,
+                     const int32_t *, const int32_t *, int, const mxfa_view_nd *, const mxfa_view_nd *,
+                     const mxfa_view_nd *)
+{
+    return not_yet(ctx, "attention");
+}
+
+mxfa_status mma_chain(mxfa_ctx *ctx, mxfa_instr, const mxfa_view *, const mxfa_view *, const mxfa_view *,
+                      const mxfa_view *)
+{
+    return not_yet(ctx, "mxfa_mma_chain");
+}
+
+// ---- device memory ----
+
+// Runs on the context's device, the caller's current device restored after.
+class on_device {
+public:
+    explicit on_device(mxfa_ctx *ctx) : e_(cudaGetDevice(&saved_))
+    {
+        if (e_ == cudaSuccess)
+            e_ = cudaSetDevice(static_cast<cuda_state *>(ctx->state)->device);
+    }
+    ~on_device() { cudaSetDevice(saved_); }
+    cudaError_t error() const { return e_; }
+
+private:
+    int saved_ = 0;
+    cudaError_t e_;
+};
+
+mxfa_status device_alloc(mxfa_ctx *ctx, size_t bytes, void **ptr)
+{
+    on_device d(ctx);
+    void *p = nullptr;
+    cudaError_t e = d.error();
+    if (e == cudaSuccess)
+        e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess)
+        return cuda_fail(ctx, e, "allocating device memory");
+    *ptr = p;
+    return MXFA_OK;
+}
+
+mxfa_status device_free(mxfa_ctx *ctx, void *ptr)
+{
+    on_device d(ctx);
+    cudaError_t e = d.error();
+    if (e == cudaSuccess)
+        e = cudaFree(ptr);
+    return e == cudaSuccess ? MXFA_OK : cuda_fail(ctx, e, "freeing device memory");
+}
+
+bool is_device_memory(const void *p)
+{
+    cudaPointerAttributes a;
+    return cudaPointerGetAttributes(&a, p) == cudaSuccess &&
+           (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged);
+}
+
+// Device to device: enqueued, like every call on device memory; to or from
+// the host: done when it returns.
+mxfa_status copy_bytes(mxfa_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    on_device d(ctx);
+    cudaStream_t s = static_cast<cudaStream_t>(ctx->stream);
+    cudaError_t e = d.error();
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
+    if (e == cudaSuccess && !(is_device_memory(dst) && is_device_memory(src)))
+        e = cudaStreamSynchronize(s);
+    return e == cudaSuccess ? MXFA_OK : cuda_fail(ctx, e, "copying");
+}
+
+mxfa_status synchronize(mxfa_ctx *ctx)
+{
+    on_device d(ctx);
+    cudaError_t e = d.error();
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(static_cast<cudaStream_t>(ctx->stream));
+    return e == cudaSuccess ? MXFA_OK : cuda_fail(ctx, e, "the work on the stream");
+}
+
+mxfa_backend make_backend()
+{
+    mxfa_backend b;
+    memset(&b, 0, sizeof b);
+    b.name = "cuda";
+    b.usable = usable;
+    b.takes_device_memory = 1;
+    b.open = open_ctx;
+    b.close = close_ctx;
+    b.quantize = quantize;
+    b.dequantize = dequantize;
+    b.copy = copy;
+    b.expand = expand;
+    b.swizzle = swizzle;
+    b.unswizzle = unswizzle;
+    b.gemm = gemm;
+    b.attn_fwd = attn_fwd;
+    b.attn_bwd = attn_bwd;
+    b.mma_chain = mma_chain;
+    b.device_alloc = device_alloc;
+    b.device_free = device_free;
+    b.copy_bytes = copy_bytes;
+    b.synchronize = synchronize;
+    return b;
+}
+
+const mxfa_backend backend = make_backend();
+
+} // namespace
+} // namespace mxfa_gpu
+
+extern "C" __attribute__((visibility("default"))) const mxfa_backend *
+mxfa_cuda_module_entry(const mxfa_module_abi *abi, char *why, size_t why_len)
+{
+    const mxfa_module_abi here = MXFA_MODULE_ABI_HERE;
+    if (!abi || abi->abi != here.abi || abi->version != here.version || abi->ctx_size != here.ctx_size ||
+        abi->backend_size != here.backend_size || abi->view_size != here.view_size) {
+        snprintf(why, why_len, "the module was built from another version of mxfa (module %d, library %d)",
+                 here.version, abi ? abi->version : -1);
+        return nullptr;
+    }
+    return &mxfa_gpu::backend;
+}

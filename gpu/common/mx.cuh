@@ -1,0 +1,234 @@
+// Device code for the MX formats, integer-exact like the emulator
+// (lib/fp8.c, lib/e8m0.c, cpu/ref/scale_rules.c): FP8 encoding and decoding
+// with a power-of-two scale, the E8M0 scale rules of the presets, bf16
+// rounding. docs/NUMERICS.md is the contract; the cuda backend's tests
+// compare every byte with the ref backend.
+#ifndef MXFA_GPU_MX_CUH
+#define MXFA_GPU_MX_CUH
+
+#include <cstdint>
+
+#include <cuda_fp8.h>
+
+namespace mxfa_gpu {
+
+// An FP8 element format as data (the same numbers as lib/fp8.c's tables).
+struct fp8_fmt {
+    int mbits, emin, emax;
+    uint32_t max_code, has_inf, rcp_max; // rcp_max: fl(1/max) as fp32 bits
+    bool e4m3;
+};
+
+__host__ __device__ inline fp8_fmt fp8_e4m3() { return {3, -6, 8, 0x7Eu, 0u, 0x3B124925u, true}; }
+__host__ __device__ inline fp8_fmt fp8_e5m2() { return {2, -14, 15, 0x7Bu, 1u, 0x37924925u, false}; }
+
+constexpr uint32_t kF32Inf = 0x7F800000u, kF32QNaN = 0x7FC00000u, kNaNCode = 0x7Fu;
+
+__device__ __forceinline__ bool f32_is_nan(uint32_t b) { return (b & 0x7FFFFFFFu) > kF32Inf; }
+
+// floor(log2 |x|) of a finite non-zero fp32, subnormals included.
+__device__ __forceinline__ int f32_ilogb(uint32_t b)
+{
+    uint32_t e = (b >> 23) & 0xFFu;
+    if (e != 0)
+        return (int)e - 127;
+    return -149 + 31 - __clz((int)(b & 0x7FFFFFu));
+}
+
+// FP8 code of x * 2^scale_exp (x as fp32 bits), rounded once: to nearest
+// even, or ties away from zero; saturating to the largest finite value.
+// The same steps as mxfa_fp8_encode with MXFA_SATFINITE.
+__device__ __forceinline__ uint32_t fp8_encode_exact(const fp8_fmt &f, uint32_t x, int scale_exp, bool away)
+{
+    uint32_t sign = (x >> 31) << 7, mag = x & 0x7FFFFFFFu;
+    if (mag > kF32Inf)
+        return sign | kNaNCode;
+    if (mag == kF32Inf)
+        return sign | f.max_code;
+    uint32_t e8 = mag >> 23, sig = mag & 0x7FFFFFu;
+    int exp;
+    if (e8 == 0) {
+        exp = -149;
+    } else {
+        exp = (int)e8 - 150;
+        sig |= 0x800000u;
+    }
+    if (sig == 0)
+        return sign;
+    exp += scale_exp;
+    int e = 31 - __clz((int)sig) + exp;
+    if (e > f.emax + 1)
+        return sign | f.max_code;
+    int ebin = e < f.emin ? f.emin : e;
+    int shift = ebin - f.mbits - exp;
+    uint32_t q;
+    if (shift <= 0) {
+        q = sig << -shift;
+    } else if (shift > 25) {
+        q = 0;
+    } else {
+        uint32_t rem = sig & ((1u << shift) - 1u), half = 1u << (shift - 1);
+        q = sig >> shift;
+        if (rem > half || (rem == half && (away || (q & 1u))))
+            q++;
+    }
+    uint32_t code = ((uint32_t)(ebin - f.emin) << f.mbits) + q;
+    if (code > f.max_code)
+        return sign | f.max_code;
+    return sign | code;
+}
+
+// The same for nearest-even, with the conversion instruction: x * 2^scale_exp
+// is exact in fp32 whenever it is at least 2^-126, and anything smaller
+// rounds to a signed zero in either format, so one rounding happens, in
+// the instruction (cvt.rn.satfinite). NaN and Inf are done here: the
+// instruction returns the one NaN code without the input's sign.
+__device__ __forceinline__ uint32_t fp8_encode_rne(const fp8_fmt &f, uint32_t x, float scale)
+{
+    if ((x & 0x7FFFFFFFu) >= kF32Inf) // NaN keeps its sign, Inf saturates
+        return ((x >> 31) << 7) | (f32_is_nan(x) ? kNaNCode : f.max_code);
+    float v = __fmul_rn(__uint_as_float(x), scale);
+    return f.e4m3 ? (uint32_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3)
+                  : (uint32_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E5M2);
+}
+
+// 2^(127 - code) as an fp32, the reciprocal of a scale, for codes 0x00 to
+// 0xFE: a normal number except for 0xFE, whose 2^-127 is the subnormal
+// 0x00400000. 0xFF (NaN) never reaches here.
+__device__ __forceinline__ float e8m0_reciprocal(uint32_t code)
+{
+    return __uint_as_float(code == 0xFEu ? 0x00400000u : (254u - code) << 23);
+}
+
+// E8M0 of fp32 bits x, rounded up to a power of two (mxfa_e8m0_encode_bits
+// with MXFA_E8M0_CEIL); too_big is the code for overflow (0xFE saturating,
+// 0xFF not).
+__device__ __forceinline__ uint32_t e8m0_ceil(uint32_t x, uint32_t too_big)
+{
+    if (f32_is_nan(x))
+        return 0xFFu;
+    x &= 0x7FFFFFFFu;
+    if (x == kF32Inf)
+        return too_big;
+    if (x == 0)
+        return 0;
+    int e = f32_ilogb(x);
+    uint32_t sig = (x >> 23) ? ((x & 0x7FFFFFu) | 0x800000u) : (x & 0x7FFFFFu);
+    if (sig & (sig - 1u))
+        e++;
+    if (e < -127)
+        return 0;
+    if (e > 127)
+        return too_big;
+    return (uint32_t)(e + 127);
+}
+
+// What a block's elements decide: its scale byte, whether its elements are
+// all NaN (a poisoned block), and how they round.
+struct block_rule {
+    uint32_t scale;
+    bool poisoned, away;
+};
+
+// presets: 0 rceil, 1 ocp, 2 torchao-rceil, 3 microxcaling (mxfa_preset).
+// amax: the largest |x| bits, NaN ignored; has_nan, has_inf of the block.
+__device__ __forceinline__ block_rule rule_from_amax(const fp8_fmt &f, int preset, uint32_t amax, bool has_nan,
+                                                     bool has_inf)
+{
+    block_rule r = {0u, false, preset == 3};
+    if (preset == 0 || preset == 2) {
+        if (preset == 2 && (has_nan || has_inf)) {
+            r.poisoned = true;
+        } else if (amax == kF32Inf) {
+            r.scale = e8m0_ceil(kF32Inf, preset == 0 ? 0xFEu : 0xFFu);
+        } else {
+            // fl(amax * fl(1/max)): the fp32 product, rounded to nearest even
+            // with gradual underflow, as the emulator's integer product does
+            uint32_t prod = __float_as_uint(__fmul_rn(__uint_as_float(amax), __uint_as_float(f.rcp_max)));
+            r.scale = e8m0_ceil(prod, preset == 0 ? 0xFEu : 0xFFu);
+        }
+    } else {
+        if (has_nan || has_inf) {
+            r.poisoned = true;
+        } else if (amax != 0) {
+            int e = f32_ilogb(amax) - f.emax;
+            e = e < -127 ? -127 : e > 127 ? 127 : e;
+            r.scale = (uint32_t)(e + 127);
+        }
+    }
+    if (r.poisoned)
+        r.scale = 0xFFu;
+    return r;
+}
+
+// One element's code under its block's rule (mxfa_ref_encode_element).
+__device__ __forceinline__ uint32_t encode_element(const fp8_fmt &f, const block_rule &r, uint32_t x)
+{
+    if (r.poisoned)
+        return kNaNCode;
+    if (r.away)
+        return fp8_encode_exact(f, x, 127 - (int)r.scale, true);
+    return fp8_encode_rne(f, x, e8m0_reciprocal(r.scale));
+}
+
+// Four codes of x0..x3 (fp32 bits) packed in a word, first in the low byte,
+// when their block holds no NaN or Inf and rounds to nearest even: the
+// scaling and the paired conversion instruction, nothing else.
+__device__ __forceinline__ uint32_t encode4_plain(const fp8_fmt &f, float rcp, uint32_t x0, uint32_t x1, uint32_t x2,
+                                                  uint32_t x3)
+{
+    const float2 a = make_float2(__fmul_rn(__uint_as_float(x0), rcp), __fmul_rn(__uint_as_float(x1), rcp));
+    const float2 b = make_float2(__fmul_rn(__uint_as_float(x2), rcp), __fmul_rn(__uint_as_float(x3), rcp));
+    const __nv_fp8_interpretation_t kind = f.e4m3 ? __NV_E4M3 : __NV_E5M2;
+    return (uint32_t)__nv_cvt_float2_to_fp8x2(a, __NV_SATFINITE, kind) |
+           (uint32_t)__nv_cvt_float2_to_fp8x2(b, __NV_SATFINITE, kind) << 16;
+}
+
+// Four codes under a rule, packed like encode4_plain; plain: the block holds
+// no NaN or Inf.
+__device__ __forceinline__ uint32_t encode4(const fp8_fmt &f, const block_rule &r, bool plain, const uint32_t *x)
+{
+    if (plain && !r.poisoned && !r.away)
+        return encode4_plain(f, e8m0_reciprocal(r.scale), x[0], x[1], x[2], x[3]);
+    return encode_element(f, r, x[0]) | encode_element(f, r, x[1]) << 8 | encode_element(f, r, x[2]) << 16 |
+           encode_element(f, r, x[3]) << 24;
+}
+
+// fp32 bits of code * 2^(scale - 127) (mxfa_fp8_decode, and a NaN scale
+// makes the element NaN with its sign): exact, or Inf beyond FLT_MAX.
+__device__ __forceinline__ uint32_t decode_element(const fp8_fmt &f, uint32_t code, uint32_t scale)
+{
+    uint32_t sign = (code >> 7) << 31, mag = code & 0x7Fu;
+    if (scale == 0xFFu)
+        return sign | kF32QNaN;
+    if (f.has_inf) {
+        if (mag == 0x7Cu)
+            return sign | kF32Inf;
+        if (mag > 0x7Cu)
+            return sign | kF32QNaN;
+    } else if (mag == 0x7Fu) {
+        return sign | kF32QNaN;
+    }
+    uint32_t field = mag >> f.mbits, frac = mag & ((1u << f.mbits) - 1u);
+    uint32_t sig = field ? (frac | (1u << f.mbits)) : frac;
+    int ebin = field ? (int)field - 1 + f.emin : f.emin;
+    // sig * 2^(ebin - mbits) is a small exact fp32; the scale 2^(scale-127)
+    // is an exact fp32 (2^-127 a subnormal); their product is exact unless
+    // it overflows, where round-to-nearest gives Inf, as the emulator does.
+    float v = __int2float_rn((int)sig) * __uint_as_float((uint32_t)(ebin - f.mbits + 127) << 23);
+    float s = scale ? __uint_as_float(scale << 23) : __uint_as_float(0x00400000u);
+    return sign | __float_as_uint(__fmul_rn(v, s));
+}
+
+// bf16 of fp32 bits, nearest even; NaN stays a quiet NaN with its sign
+// (mxfa_f32_bits_to_bf16).
+__device__ __forceinline__ uint32_t f32_to_bf16(uint32_t b)
+{
+    if (f32_is_nan(b))
+        return (b >> 16) | 0x0040u;
+    return (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
+}
+
+} // namespace mxfa_gpu
+
+#endif

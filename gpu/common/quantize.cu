@@ -1,0 +1,477 @@
+// Quantization and dequantization kernels of the cuda backend, for every
+// block shape, preset and format, bit-identical to cpu/ref/quantize.c.
+//
+// The amax of a block is first taken as an integer maximum of |x| bits,
+// which orders like the values and puts NaN above Inf; only a warp with a
+// NaN in one of its blocks computes it again, ignoring NaN, as the presets
+// ask. Codes of blocks without NaN or Inf come from the paired conversion
+// instruction; the rest go through the exact encoder.
+//
+// Row blocks: four threads share a block of 32 elements, eight each (16-byte
+// loads when rows are contiguous and aligned). Col blocks: a thread takes
+// four neighbouring columns of a 32-row group, reads them twice (the amax,
+// then the codes; the second read is served by the cache) and stores four
+// codes per row at once; other layouts take one column per thread, held in
+// registers. Square blocks: a warp per 32 x 32 block, each lane four
+// columns of eight rows. Groups of 32 rows restart at every segment
+// (sequence). Dequantization reads the unscaled value of a code from a
+// 256-entry table in shared memory and multiplies by the scale, which is
+// exact (or overflows to Inf, as the emulator does).
+#include "cuda.h"
+#include "mx.cuh"
+
+namespace mxfa_gpu {
+namespace {
+
+constexpr unsigned kFull = 0xFFFFFFFFu;
+
+__device__ __forceinline__ uint32_t load_f32_bits(const dview &v, int64_t r, int64_t c)
+{
+    const uint8_t *p = v.base + (r * v.rs + c * v.cs) * (v.dtype == MXFA_BF16 ? 2 : 4);
+    if (v.dtype == MXFA_BF16)
+        return (uint32_t)*reinterpret_cast<const uint16_t *>(p) << 16;
+    return *reinterpret_cast<const uint32_t *>(p);
+}
+
+// Four neighbouring elements (c .. c + 3) of a contiguous, aligned row.
+__device__ __forceinline__ void load4(const dview &v, int64_t r, int64_t c, uint32_t *w)
+{
+    if (v.dtype == MXFA_BF16) {
+        const uint2 q = *reinterpret_cast<const uint2 *>(v.base + (r * v.rs + c) * 2);
+        w[0] = q.x << 16, w[1] = q.x & 0xFFFF0000u, w[2] = q.y << 16, w[3] = q.y & 0xFFFF0000u;
+    } else {
+        const uint4 q = *reinterpret_cast<const uint4 *>(v.base + (r * v.rs + c) * 4);
+        w[0] = q.x, w[1] = q.y, w[2] = q.z, w[3] = q.w;
+    }
+}
+
+__device__ __forceinline__ uint8_t *byte_at(const dview &v, int64_t r, int64_t c)
+{
+    return v.base + r * v.rs + c * v.cs;
+}
+
+__device__ __forceinline__ uint32_t umax(uint32_t a, uint32_t b) { return a > b ? a : b; }
+
+// The exact statistics of a block: amax of |x| bits with NaN ignored, and
+// whether it holds NaN or Inf.
+struct amax_acc {
+    uint32_t amax = 0;
+    bool nan = false, inf = false;
+    __device__ __forceinline__ void add(uint32_t x)
+    {
+        uint32_t a = x & 0x7FFFFFFFu;
+        if (a > kF32Inf) {
+            nan = true;
+            return;
+        }
+        inf |= a == kF32Inf;
+        amax = umax(a, amax);
+    }
+    // combine with the lanes lane ^ 1, lane ^ 2, ... lane ^ (width / 2)
+    __device__ __forceinline__ void reduce(int width)
+    {
+        for (int o = 1; o < width; o <<= 1) {
+            uint32_t a = __shfl_xor_sync(kFull, amax, o);
+            int flags = __shfl_xor_sync(kFull, (int)nan | (int)inf << 1, o);
+            amax = umax(a, amax);
+            nan |= flags & 1;
+            inf |= (flags >> 1) & 1;
+        }
+    }
+};
+
+__device__ __forceinline__ uint32_t reduce_max(uint32_t v, int width)
+{
+    for (int o = 1; o < width; o <<= 1)
+        v = umax(v, __shfl_xor_sync(kFull, v, o));
+    return v;
+}
+
+// The rule of a block whose |x| bits reduce (over `width` lanes) to top;
+// the whole warp calls it. Where some lane's block holds a NaN (top above
+// Inf), the warp takes the exact statistics of the n values in v.
+__device__ __forceinline__ block_rule warp_rule(const fp8_fmt &f, int preset, uint32_t top, const uint32_t *v, int n,
+                                                int width, bool *plain)
+{
+    if (__any_sync(kFull, top > kF32Inf)) {
+        amax_acc acc;
+        for (int i = 0; i < n; i++)
+            acc.add(v[i]);
+        acc.reduce(width);
+        *plain = !acc.nan && !acc.inf;
+        return rule_from_amax(f, preset, acc.amax, acc.nan, acc.inf);
+    }
+    *plain = top < kF32Inf;
+    return rule_from_amax(f, preset, top, false, top == kF32Inf);
+}
+
+// Row blocks: 4 threads per block of 32 columns, 8 columns each; grid x
+// along the row's blocks, grid y over the rows (no 64-bit division).
+__global__ void quantize_rows(dview x, dview data, dview scales, fp8_fmt f, int preset, bool vec)
+{
+    const int64_t nb = (x.cols + 31) / 32;
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, cb = t >> 2;
+    const int part = (int)(t & 3);
+    const int64_t c0 = cb * 32 + part * 8;
+    const int n = cb < nb ? (int)(x.cols - c0 < 8 ? (x.cols - c0 > 0 ? x.cols - c0 : 0) : 8) : 0;
+    for (int64_t r = blockIdx.y; r < x.rows; r += gridDim.y) {
+        uint32_t v[8];
+        if (vec && n == 8) {
+            load4(x, r, c0, v);
+            load4(x, r, c0 + 4, v + 4);
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                v[i] = i < n ? load_f32_bits(x, r, c0 + i) : 0u;
+        }
+        uint32_t top = 0;
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            top = umax(top, v[i] & 0x7FFFFFFFu);
+        top = reduce_max(top, 4);
+        bool plain;
+        const block_rule rule = warp_rule(f, preset, top, v, n, 4, &plain);
+        if (n == 0)
+            continue;
+        if (part == 0)
+            *byte_at(scales, r, cb) = (uint8_t)rule.scale;
+        const uint32_t lo = encode4(f, rule, plain, v), hi = encode4(f, rule, plain, v + 4);
+        if (vec && n == 8) {
+            *reinterpret_cast<uint2 *>(byte_at(data, r, c0)) = make_uint2(lo, hi);
+        } else {
+            for (int i = 0; i < n; i++)
+                *byte_at(data, r, c0 + i) = (uint8_t)((i < 4 ? lo >> (8 * i) : hi >> (8 * (i - 4))) & 0xFFu);
+        }
+    }
+}
+
+// The 32-row group g of the segments: its first source row, its row count
+// and its scale row. groups[s]: the first group of segment s (nsegs + 1
+// entries, prefix sums).
+__device__ __forceinline__ void find_group(const mxfa_segment *segs, const int64_t *groups, int nsegs, int64_t g,
+                                           int64_t *r0, int *nr, int64_t *srow)
+{
+    int lo = 0, hi = nsegs - 1;
+    while (lo < hi) { // the last s with groups[s] <= g
+        int mid = (lo + hi + 1) / 2;
+        if (groups[mid] <= g)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    const int64_t k = g - groups[lo];
+    *r0 = segs[lo].src + 32 * k;
+    const int64_t left = segs[lo].count - 32 * k;
+    *nr = (int)(left < 32 ? left : 32);
+    *srow = segs[lo].dst + k;
+}
+
+// Col blocks, any layout: one thread per (group, column), the column's 32
+// values in registers; grid x along the columns, grid y over the groups.
+__global__ void quantize_cols(dview x, dview data, dview scales, fp8_fmt f, int preset, const mxfa_segment *segs,
+                              const int64_t *groups, int nsegs, int64_t ngroups)
+{
+    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= x.cols)
+        return;
+    for (int64_t g = blockIdx.y; g < ngroups; g += gridDim.y) {
+        int64_t r0, srow;
+        int nr;
+        find_group(segs, groups, nsegs, g, &r0, &nr, &srow);
+        uint32_t v[32];
+        amax_acc acc;
+#pragma unroll
+        for (int i = 0; i < 32; i++) {
+            v[i] = i < nr ? load_f32_bits(x, r0 + i, c) : 0u;
+            if (i < nr)
+                acc.add(v[i]);
+        }
+        const block_rule rule = rule_from_amax(f, preset, acc.amax, acc.nan, acc.inf);
+        *byte_at(scales, srow, c) = (uint8_t)rule.scale;
+#pragma unroll
+        for (int i = 0; i < 32; i++)
+            if (i < nr)
+                *byte_at(data, r0 + i, c) = (uint8_t)encode_element(f, rule, v[i]);
+    }
+}
+
+// Col blocks of contiguous aligned rows, the column count a multiple of 4:
+// four columns per thread, read twice.
+__global__ void quantize_cols4(dview x, dview data, dview scales, fp8_fmt f, int preset, const mxfa_segment *segs,
+                               const int64_t *groups, int nsegs, int64_t ngroups, bool scales4)
+{
+    const int64_t c0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4;
+    if (c0 >= x.cols)
+        return;
+    for (int64_t g = blockIdx.y; g < ngroups; g += gridDim.y) {
+        int64_t r0, srow;
+        int nr;
+        find_group(segs, groups, nsegs, g, &r0, &nr, &srow);
+        uint32_t top[4] = {0, 0, 0, 0}, w[4];
+#pragma unroll 8
+        for (int i = 0; i < nr; i++) {
+            load4(x, r0 + i, c0, w);
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                top[j] = umax(top[j], w[j] & 0x7FFFFFFFu);
+        }
+        block_rule rule[4];
+        bool plain = true;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            if (top[j] > kF32Inf) { // a NaN: the column's exact statistics (rare)
+                amax_acc acc;
+                for (int i = 0; i < nr; i++)
+                    acc.add(load_f32_bits(x, r0 + i, c0 + j));
+                rule[j] = rule_from_amax(f, preset, acc.amax, acc.nan, acc.inf);
+                plain = false;
+            } else {
+                rule[j] = rule_from_amax(f, preset, top[j], false, top[j] == kF32Inf);
+                plain &= top[j] < kF32Inf && !rule[j].poisoned && !rule[j].away;
+            }
+        }
+        const uint32_t sbytes = rule[0].scale | rule[1].scale << 8 | rule[2].scale << 16 | rule[3].scale << 24;
+        if (scales4) {
+            *reinterpret_cast<uint32_t *>(byte_at(scales, srow, c0)) = sbytes;
+        } else {
+            for (int j = 0; j < 4; j++)
+                *byte_at(scales, srow, c0 + j) = (uint8_t)(sbytes >> (8 * j));
+        }
+        float rcp[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            rcp[j] = e8m0_reciprocal(rule[j].scale == 0xFFu ? 0u : rule[j].scale);
+#pragma unroll 8
+        for (int i = 0; i < nr; i++) {
+            load4(x, r0 + i, c0, w);
+            uint32_t codes;
+            if (plain) {
+                const __nv_fp8_interpretation_t kind = f.e4m3 ? __NV_E4M3 : __NV_E5M2;
+                const float2 a = make_float2(__fmul_rn(__uint_as_float(w[0]), rcp[0]),
+                                             __fmul_rn(__uint_as_float(w[1]), rcp[1]));
+                const float2 b = make_float2(__fmul_rn(__uint_as_float(w[2]), rcp[2]),
+                                             __fmul_rn(__uint_as_float(w[3]), rcp[3]));
+                codes = (uint32_t)__nv_cvt_float2_to_fp8x2(a, __NV_SATFINITE, kind) |
+                        (uint32_t)__nv_cvt_float2_to_fp8x2(b, __NV_SATFINITE, kind) << 16;
+            } else {
+                codes = encode_element(f, rule[0], w[0]) | encode_element(f, rule[1], w[1]) << 8 |
+                        encode_element(f, rule[2], w[2]) << 16 | encode_element(f, rule[3], w[3]) << 24;
+            }
+            *reinterpret_cast<uint32_t *>(byte_at(data, r0 + i, c0)) = codes;
+        }
+    }
+}
+
+// Square blocks, any layout: one warp per (group, 32-column block), a lane
+// per column; grid x along the column blocks, grid y over the groups.
+__global__ void quantize_squares(dview x, dview data, dview scales, fp8_fmt f, int preset, const mxfa_segment *segs,
+                                 const int64_t *groups, int nsegs, int64_t ngroups)
+{
+    const int lane = threadIdx.x % 32;
+    const int64_t cb = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32, c = cb * 32 + lane;
+    if (cb * 32 >= x.cols)
+        return; // whole warps
+    const bool col_live = c < x.cols;
+    for (int64_t g = blockIdx.y; g < ngroups; g += gridDim.y) {
+        int64_t r0, srow;
+        int nr;
+        find_group(segs, groups, nsegs, g, &r0, &nr, &srow);
+        uint32_t v[32];
+        amax_acc acc;
+#pragma unroll
+        for (int i = 0; i < 32; i++) {
+            v[i] = col_live && i < nr ? load_f32_bits(x, r0 + i, c) : 0u;
+            if (col_live && i < nr)
+                acc.add(v[i]);
+        }
+        acc.reduce(32);
+        const block_rule rule = rule_from_amax(f, preset, acc.amax, acc.nan, acc.inf);
+        if (lane == 0)
+            *byte_at(scales, srow, cb) = (uint8_t)rule.scale;
+        if (col_live) {
+#pragma unroll
+            for (int i = 0; i < 32; i++)
+                if (i < nr)
+                    *byte_at(data, r0 + i, c) = (uint8_t)encode_element(f, rule, v[i]);
+        }
+    }
+}
+
+// Square blocks of contiguous aligned rows, the column count a multiple of
+// 4: a warp per block, lane l takes columns 4 (l % 8) .. + 3 of rows
+// l / 8, l / 8 + 4, ... (eight rows), all 32 values in registers.
+__global__ void quantize_squares4(dview x, dview data, dview scales, fp8_fmt f, int preset, const mxfa_segment *segs,
+                                  const int64_t *groups, int nsegs, int64_t ngroups)
+{
+    const int lane = threadIdx.x % 32, rr = lane / 8;
+    const int64_t cb = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32, c0 = cb * 32 + (lane % 8) * 4;
+    if (cb * 32 >= x.cols)
+        return; // whole warps
+    const bool live = c0 < x.cols;
+    for (int64_t g = blockIdx.y; g < ngroups; g += gridDim.y) {
+        int64_t r0, srow;
+        int nr;
+        find_group(segs, groups, nsegs, g, &r0, &nr, &srow);
+        uint32_t v[32];
+        uint32_t top = 0;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int i = 4 * k + rr;
+            if (live && i < nr) {
+                load4(x, r0 + i, c0, v + 4 * k);
+            } else {
+                v[4 * k] = v[4 * k + 1] = v[4 * k + 2] = v[4 * k + 3] = 0u;
+            }
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                top = umax(top, v[4 * k + j] & 0x7FFFFFFFu);
+        }
+        top = reduce_max(top, 32);
+        bool plain;
+        const block_rule rule = warp_rule(f, preset, top, v, 32, 32, &plain);
+        if (lane == 0)
+            *byte_at(scales, srow, cb) = (uint8_t)rule.scale;
+        if (live) {
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                if (4 * k + rr < nr)
+                    *reinterpret_cast<uint32_t *>(byte_at(data, r0 + 4 * k + rr, c0)) =
+                        encode4(f, rule, plain, v + 4 * k);
+        }
+    }
+}
+
+// Eight consecutive elements of a row per thread (one 8-byte load of codes
+// and 16- or 32-byte stores when the rows are contiguous and aligned);
+// grid x along the row, grid y over the rows.
+__global__ void dequantize(dview data, dview scales, int block, dview out, fp8_fmt f, bool vec)
+{
+    __shared__ uint32_t table[256]; // the unscaled value of each code
+    table[threadIdx.x] = decode_element(f, threadIdx.x, 127u);
+    __syncthreads();
+    const int64_t c0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (c0 >= data.cols)
+        return;
+    const int n = data.cols - c0 < 8 ? (int)(data.cols - c0) : 8;
+    const bool fast = vec && n == 8;
+    const int es = out.dtype == MXFA_BF16 ? 2 : 4;
+    for (int64_t r = blockIdx.y; r < data.rows; r += gridDim.y) {
+        uint32_t code[8], v[8];
+        if (fast) {
+            uint2 q = *reinterpret_cast<const uint2 *>(byte_at(data, r, c0));
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                code[i] = ((i < 4 ? q.x : q.y) >> (8 * (i % 4))) & 0xFFu;
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                code[i] = i < n ? *byte_at(data, r, c0 + i) : 0u;
+        }
+        const int64_t sr = block == MXFA_BLOCK_ROW ? r : r / 32;
+        const uint32_t s0 = block == MXFA_BLOCK_COL ? 0u : *byte_at(scales, sr, c0 / 32);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t s = block == MXFA_BLOCK_COL ? (i < n ? *byte_at(scales, sr, c0 + i) : 0u) : s0;
+            const uint32_t t = table[code[i]];
+            // a NaN scale makes a NaN of the code's sign; NaN codes stay
+            // as decoded (a multiply would not keep their bits)
+            v[i] = s == 0xFFu ? (code[i] >> 7) << 31 | kF32QNaN
+                   : f32_is_nan(t) ? t
+                                   : __float_as_uint(__fmul_rn(__uint_as_float(t), __uint_as_float(
+                                                                    s ? s << 23 : 0x00400000u)));
+        }
+        uint8_t *p = out.base + (r * out.rs + c0 * out.cs) * es;
+        if (fast && es == 4) {
+            reinterpret_cast<uint4 *>(p)[0] = make_uint4(v[0], v[1], v[2], v[3]);
+            reinterpret_cast<uint4 *>(p)[1] = make_uint4(v[4], v[5], v[6], v[7]);
+        } else if (fast) {
+            uint32_t h[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                h[i] = f32_to_bf16(v[2 * i]) | f32_to_bf16(v[2 * i + 1]) << 16;
+            *reinterpret_cast<uint4 *>(p) = make_uint4(h[0], h[1], h[2], h[3]);
+        } else {
+            for (int i = 0; i < n; i++) {
+                uint8_t *q = out.base + (r * out.rs + (c0 + i) * out.cs) * es;
+                if (es == 2)
+                    *reinterpret_cast<uint16_t *>(q) = (uint16_t)f32_to_bf16(v[i]);
+                else
+                    *reinterpret_cast<uint32_t *>(q) = v[i];
+            }
+        }
+    }
+}
+
+} // namespace
+
+cudaError_t launch_quantize(const dview &x, const mxfa_segment *segs, int nsegs, int preset, int block,
+                            const dview &data, const dview &scales, cudaStream_t stream)
+{
+    const fp8_fmt f = data.dtype == MXFA_E5M2 ? fp8_e5m2() : fp8_e4m3();
+    const int threads = 256;
+    if (block == MXFA_BLOCK_ROW) {
+        const size_t es = x.dtype == MXFA_BF16 ? 2 : 4;
+        const bool vec = x.cs == 1 && data.cs == 1 && reinterpret_cast<uintptr_t>(x.base) % 16 == 0 &&
+                         (x.rs * (int64_t)es) % 16 == 0 && reinterpret_cast<uintptr_t>(data.base) % 8 == 0 &&
+                         data.rs % 8 == 0;
+        const dim3 grid(blocks_for(((x.cols + 31) / 32) * 4, threads), rows_for(x.rows));
+        quantize_rows<<<grid, threads, 0, stream>>>(x, data, scales, f, preset, vec);
+        return cudaGetLastError();
+    }
+    // 32-row groups of each segment
+    int64_t *groups = static_cast<int64_t *>(malloc(sizeof(int64_t) * (size_t)(nsegs + 1)));
+    if (!groups)
+        return cudaErrorMemoryAllocation;
+    groups[0] = 0;
+    for (int s = 0; s < nsegs; s++)
+        groups[s + 1] = groups[s] + (segs[s].count + 31) / 32;
+    const int64_t ngroups = groups[nsegs];
+    device_segments ds;
+    int64_t *dgroups = nullptr;
+    cudaError_t e = ds.upload(segs, nsegs, stream);
+    if (e == cudaSuccess)
+        e = cudaMallocAsync(reinterpret_cast<void **>(&dgroups), sizeof(int64_t) * (size_t)(nsegs + 1), stream);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(dgroups, groups, sizeof(int64_t) * (size_t)(nsegs + 1), cudaMemcpyHostToDevice, stream);
+    free(groups);
+    if (e == cudaSuccess && ngroups > 0) {
+        const size_t es = x.dtype == MXFA_BF16 ? 2 : 4;
+        const bool vec4 = x.cs == 1 && data.cs == 1 && x.cols % 4 == 0 &&
+                          reinterpret_cast<uintptr_t>(x.base) % (4 * es) == 0 && (x.rs * (int64_t)es) % (4 * es) == 0 &&
+                          reinterpret_cast<uintptr_t>(data.base) % 4 == 0 && data.rs % 4 == 0;
+        const unsigned ny = rows_for(ngroups);
+        if (block == MXFA_BLOCK_COL && vec4) {
+            const bool scales4 = scales.cs == 1 && reinterpret_cast<uintptr_t>(scales.base) % 4 == 0 && scales.rs % 4 == 0;
+            quantize_cols4<<<dim3(blocks_for(x.cols / 4, threads), ny), threads, 0, stream>>>(
+                x, data, scales, f, preset, ds.p, dgroups, nsegs, ngroups, scales4);
+        } else if (block == MXFA_BLOCK_COL) {
+            quantize_cols<<<dim3(blocks_for(x.cols, threads), ny), threads, 0, stream>>>(x, data, scales, f, preset,
+                                                                                        ds.p, dgroups, nsegs, ngroups);
+        } else if (vec4) {
+            quantize_squares4<<<dim3(blocks_for((x.cols + 31) / 32 * 32, threads), ny), threads, 0, stream>>>(
+                x, data, scales, f, preset, ds.p, dgroups, nsegs, ngroups);
+        } else {
+            quantize_squares<<<dim3(blocks_for((x.cols + 31) / 32 * 32, threads), ny), threads, 0, stream>>>(
+                x, data, scales, f, preset, ds.p, dgroups, nsegs, ngroups);
+        }
+        e = cudaGetLastError();
+    }
+    if (dgroups)
+        cudaFreeAsync(dgroups, stream);
+    return e;
+}
+
+cudaError_t launch_dequantize(const dview &data, const dview &scales, int block, const dview &out,
+                              cudaStream_t stream)
+{
+    const fp8_fmt f = data.dtype == MXFA_E5M2 ? fp8_e5m2() : fp8_e4m3();
+    const int threads = 256;
+    const int es = out.dtype == MXFA_BF16 ? 2 : 4;
+    const bool vec = data.cs == 1 && out.cs == 1 && reinterpret_cast<uintptr_t>(data.base) % 8 == 0 &&
+                     data.rs % 8 == 0 && reinterpret_cast<uintptr_t>(out.base) % 16 == 0 && (out.rs * es) % 16 == 0;
+    const dim3 grid(blocks_for((data.cols + 7) / 8, threads), rows_for(data.rows));
+    dequantize<<<grid, threads, 0, stream>>>(data, scales, block, out, f, vec);
+    return cudaGetLastError();
+}
+
+} // namespace mxfa_gpu

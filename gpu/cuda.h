@@ -1,0 +1,84 @@
+// The cuda backend's module (mxfa-cuda.so): what its host code and kernel
+// launchers share. libmxfa has checked every argument before a backend
+// operation is called; views here point into device memory (host tensors
+// are staged by backend.cu before the launchers see them).
+#ifndef MXFA_GPU_CUDA_H
+#define MXFA_GPU_CUDA_H
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "internal.h"
+}
+
+namespace mxfa_gpu {
+
+// A 2-D view on the device: element (r, c) at base + (r * rs + c * cs) * esize.
+struct dview {
+    uint8_t *base;
+    int64_t rows, cols, rs, cs;
+    int dtype; // mxfa_dtype
+};
+
+inline dview dview_of(const mxfa_view &v)
+{
+    return {static_cast<uint8_t *>(v.base), v.rows, v.cols, v.rs, v.cs, (int)v.dtype};
+}
+
+// Quantization (gpu/common/quantize.cu). segs: the row segments (one for a
+// dense matrix), in host memory; copied to the device on the stream.
+cudaError_t launch_quantize(const dview &x, const mxfa_segment *segs, int nsegs, int preset, int block,
+                            const dview &data, const dview &scales, cudaStream_t stream);
+cudaError_t launch_dequantize(const dview &data, const dview &scales, int block, const dview &out,
+                              cudaStream_t stream);
+
+// Byte permutations (gpu/common/layout.cu).
+cudaError_t launch_copy(const dview &src, const dview &dst, cudaStream_t stream);
+cudaError_t launch_expand(const dview &src, int64_t rdiv, int64_t cdiv, const dview &dst, cudaStream_t stream);
+// index space (already oriented) <-> swizzled bytes; segs map index rows
+// (axis 0) or columns (axis 1), NULL for the identity.
+cudaError_t launch_swizzle(const dview &index, int axis, const mxfa_segment *segs, int nsegs, uint8_t *swizzled,
+                           int64_t sw_rows, int64_t sw_cols, cudaStream_t stream);
+cudaError_t launch_unswizzle(const uint8_t *swizzled, int64_t sw_rows, int64_t sw_cols, int axis,
+                             const mxfa_segment *segs, int nsegs, const dview &index, cudaStream_t stream);
+
+// Segments on the device for one launch, freed in stream order after it.
+struct device_segments {
+    mxfa_segment *p = nullptr;
+    cudaStream_t stream = nullptr;
+    cudaError_t upload(const mxfa_segment *segs, int nsegs, cudaStream_t s)
+    {
+        stream = s;
+        if (!segs || nsegs <= 0)
+            return cudaSuccess;
+        cudaError_t e = cudaMallocAsync(reinterpret_cast<void **>(&p), sizeof(mxfa_segment) * (size_t)nsegs, s);
+        if (e != cudaSuccess)
+            return e;
+        return cudaMemcpyAsync(p, segs, sizeof(mxfa_segment) * (size_t)nsegs, cudaMemcpyHostToDevice, s);
+    }
+    ~device_segments()
+    {
+        if (p)
+            cudaFreeAsync(p, stream);
+    }
+};
+
+// Blocks for n items at t threads each: grid x, which reaches 2^31 - 1
+// blocks, more than any matrix row holds.
+inline unsigned blocks_for(int64_t n, int t)
+{
+    int64_t b = (n + t - 1) / t;
+    return (unsigned)(b < 1 ? 1 : b > INT32_MAX ? INT32_MAX : b);
+}
+
+// Grid y for n rows: kernels loop over rows with a stride of gridDim.y.
+inline unsigned rows_for(int64_t n)
+{
+    return (unsigned)(n < 1 ? 1 : n > 65535 ? 65535 : n);
+}
+
+} // namespace mxfa_gpu
+
+#endif

@@ -1,0 +1,404 @@
+/*
+ * The cuda backend against ref, byte for byte: quantization of every block
+ * shape, preset, element format and source dtype on random sizes (ragged
+ * ones included), on contiguous, padded and transposed views, with NaN,
+ * Inf, zeros, subnormals, huge values and rounding ties in the data;
+ * dequantization to f32 and bf16; jagged quantization; the layouts
+ * (transpose, square-scale expansion, swizzle, unswizzle, jagged scatter
+ * and gather). Each case runs once on device memory and once on host
+ * memory (which the backend stages through the device). Every output
+ * buffer, including the bytes between strided elements, must match.
+ * Reports SKIP where no usable cuda backend is built.
+ */
+#include <math.h>
+
+#include "mxfa.h"
+#include "tap.h"
+
+static mxfa_ctx *ref, *gpu;
+
+/* ---- buffers that live on the host, and on the device for device runs ---- */
+
+typedef struct buf {
+    uint8_t *host;
+    void *dev;
+    size_t bytes;
+} buf;
+
+static buf buf_new(size_t bytes, int fill)
+{
+    buf b = {malloc(bytes), NULL, bytes};
+    if (!b.host) {
+        printf("Bail out! out of memory\n");
+        exit(1);
+    }
+    memset(b.host, fill, bytes);
+    return b;
+}
+
+/* The pointer to hand the library: the device copy for device runs. */
+static void *where(buf *b, int device)
+{
+    if (!device)
+        return b->host;
+    if (!b->dev && (mxfa_device_alloc(gpu, b->bytes, &b->dev) != MXFA_OK ||
+                    mxfa_memcpy(gpu, b->dev, b->host, b->bytes) != MXFA_OK)) {
+        printf("Bail out! device memory: %s\n", mxfa_last_error(gpu));
+        exit(1);
+    }
+    return b->dev;
+}
+
+/* The host copy of what the device holds. */
+static void fetch(buf *b)
+{
+    if (b->dev && mxfa_memcpy(gpu, b->host, b->dev, b->bytes) != MXFA_OK) {
+        printf("Bail out! copy back: %s\n", mxfa_last_error(gpu));
+        exit(1);
+    }
+}
+
+static void buf_free(buf *b)
+{
+    if (b->dev)
+        mxfa_device_free(gpu, b->dev);
+    free(b->host);
+}
+
+static mxfa_tensor t2(buf *b, int device, mxfa_dtype dt, int64_t rows, int64_t cols, int64_t rs, int64_t cs)
+{
+    mxfa_tensor t = {where(b, device), dt, device ? MXFA_MEM_DEVICE : MXFA_MEM_HOST, 2, {rows, cols}, {rs, cs}};
+    return t;
+}
+
+/* ---- data ---- */
+
+static uint32_t special_f32(void)
+{
+    uint32_t u = rng_below(100), sign = rng_below(2) << 31, mant = (uint32_t)rng_next() & 0x7FFFFFu;
+    if (u < 60) /* ordinary magnitudes over a wide range */
+        return sign | (uint32_t)(110 + rng_below(30)) << 23 | mant;
+    if (u < 70) /* ties for both formats: the first dropped bit set, the rest clear */
+        return sign | (uint32_t)(115 + rng_below(20)) << 23 | (rng_below(8) << 20) | (rng_below(2) ? 1u << 19 : 1u << 20);
+    if (u < 76)
+        return sign; /* +-0 */
+    if (u < 82)
+        return sign | (mant >> rng_below(20)); /* subnormal */
+    if (u < 86)
+        return sign | 0x7F800000u | (mant | 1u); /* NaN */
+    if (u < 89)
+        return sign | 0x7F800000u; /* Inf */
+    if (u < 95)
+        return sign | (uint32_t)(200 + rng_below(55)) << 23 | mant; /* huge */
+    return sign | (uint32_t)(1 + rng_below(30)) << 23 | mant; /* tiny normal */
+}
+
+/* Fill x's elements; a block-sized stretch is sometimes all zeros or
+ * special. */
+static void fill_source(buf *b, mxfa_dtype dt, size_t n)
+{
+    int calm = rng_below(4) == 0; /* no NaN or Inf: the poisoning presets then quantize */
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v = special_f32();
+        if (calm && (v & 0x7F800000u) == 0x7F800000u)
+            v &= 0x3FFFFFFFu;
+        if (dt == MXFA_BF16) {
+            uint16_t h = (uint16_t)(v >> 16);
+            memcpy(b->host + 2 * i, &h, 2);
+        } else {
+            memcpy(b->host + 4 * i, &v, 4);
+        }
+    }
+}
+
+static int same(const buf *a, const buf *b)
+{
+    return a->bytes == b->bytes && memcmp(a->host, b->host, a->bytes) == 0;
+}
+
+static int64_t rand_dim(void)
+{
+    uint32_t k = rng_below(4);
+    return k == 0 ? 32 * (int64_t)(1 + rng_below(6)) : k == 1 ? 1 + rng_below(8) : 1 + rng_below(200);
+}
+
+/* ---- quantization ---- */
+
+typedef struct layout2 {
+    int64_t rs, cs;  /* strides of the view (elements) */
+    size_t elements; /* the buffer */
+} layout2;
+
+/* A [rows, cols] view: contiguous, with padded rows, or the transpose of a
+ * [cols, rows] buffer. */
+static layout2 pick_layout(int64_t rows, int64_t cols, int kind)
+{
+    if (kind == 1) {
+        int64_t pad = 1 + rng_below(9);
+        return (layout2){cols + pad, 1, (size_t)(rows * (cols + pad))};
+    }
+    if (kind == 2)
+        return (layout2){1, rows, (size_t)(rows * cols)};
+    return (layout2){cols, 1, (size_t)(rows * cols)};
+}
+
+static int quantize_case(int trial, int device, char *what, size_t what_len)
+{
+    const int64_t rows = rand_dim(), cols = rand_dim();
+    const mxfa_block block = (mxfa_block)rng_below(3);
+    const mxfa_preset preset = (mxfa_preset)rng_below(4);
+    const mxfa_dtype fmt = rng_below(2) ? MXFA_E5M2 : MXFA_E4M3, src = rng_below(2) ? MXFA_BF16 : MXFA_F32;
+    const layout2 xl = pick_layout(rows, cols, (int)rng_below(3)), dl = pick_layout(rows, cols, (int)rng_below(2));
+    int64_t sr, sc;
+    mxfa_scales_shape(block, rows, cols, &sr, &sc);
+    snprintf(what, what_len, "trial %d: [%lld, %lld] %s %s %s from %s, x strides (%lld, %lld), %s memory", trial,
+             (long long)rows, (long long)cols, mxfa_block_name(block), mxfa_preset_name(preset),
+             mxfa_dtype_name(fmt), mxfa_dtype_name(src), (long long)xl.rs, (long long)xl.cs,
+             device ? "device" : "host");
+    const size_t es = mxfa_dtype_size(src);
+    buf x = buf_new(xl.elements * es, 0);
+    fill_source(&x, src, xl.elements);
+    buf d[2] = {buf_new(dl.elements, 0xA5), buf_new(dl.elements, 0xA5)};
+    buf s[2] = {buf_new((size_t)(sr * sc), 0xA5), buf_new((size_t)(sr * sc), 0xA5)};
+    buf o[2] = {buf_new(dl.elements * 4, 0xA5), buf_new(dl.elements * 4, 0xA5)};
+    mxfa_ctx *ctx[2] = {ref, gpu};
+    mxfa_status st[2], dst[2];
+    const mxfa_dtype odt = rng_below(2) ? MXFA_BF16 : MXFA_F32;
+    for (int i = 0; i < 2; i++) {
+        const int dev = i && device;
+        mxfa_tensor xt = t2(&x, dev, src, rows, cols, xl.rs, xl.cs);
+        mxfa_mx q = {t2(&d[i], dev, fmt, rows, cols, dl.rs, dl.cs), t2(&s[i], dev, MXFA_E8M0, sr, sc, sc, 1), block,
+                     MXFA_LAYOUT_COMPACT};
+        st[i] = mxfa_quantize(ctx[i], &xt, preset, &q);
+        /* dequantize ref's codes on both, so that a quantization mismatch
+         * does not hide a dequantization one */
+        mxfa_mx in = {t2(&d[0], dev, fmt, rows, cols, dl.rs, dl.cs), t2(&s[0], dev, MXFA_E8M0, sr, sc, sc, 1), block,
+                      MXFA_LAYOUT_COMPACT};
+        if (dev) { /* ref's outputs, now final, to the device */
+            mxfa_memcpy(gpu, d[0].dev, d[0].host, d[0].bytes);
+            mxfa_memcpy(gpu, s[0].dev, s[0].host, s[0].bytes);
+        }
+        mxfa_tensor ot = t2(&o[i], dev, odt, rows, cols, dl.rs, dl.cs);
+        dst[i] = mxfa_dequantize(ctx[i], &in, &ot);
+        if (st[i] != MXFA_OK || dst[i] != MXFA_OK)
+            snprintf(what + strlen(what), what_len - strlen(what), "; %s: %s", i ? "cuda" : "ref",
+                     mxfa_last_error(ctx[i]));
+    }
+    fetch(&d[1]), fetch(&s[1]), fetch(&o[1]);
+    int good = st[0] == MXFA_OK && st[1] == MXFA_OK && dst[0] == MXFA_OK && dst[1] == MXFA_OK && same(&d[0], &d[1]) &&
+               same(&s[0], &s[1]) && same(&o[0], &o[1]);
+    if (!good && st[0] == MXFA_OK && st[1] == MXFA_OK)
+        snprintf(what + strlen(what), what_len - strlen(what), "; codes %s, scales %s, dequantized %s",
+                 same(&d[0], &d[1]) ? "same" : "DIFFER", same(&s[0], &s[1]) ? "same" : "DIFFER",
+                 same(&o[0], &o[1]) ? "same" : "DIFFER");
+    buf_free(&x);
+    for (int i = 0; i < 2; i++)
+        buf_free(&d[i]), buf_free(&s[i]), buf_free(&o[i]);
+    return good;
+}
+
+/* ---- jagged quantization, scatter and gather ---- */
+
+static int jagged_case(int trial, int device, char *what, size_t what_len)
+{
+    int batch = 1 + (int)rng_below(4);
+    int32_t cu[5] = {0};
+    for (int b = 1; b <= batch; b++)
+        cu[b] = cu[b - 1] + (rng_below(5) == 0 ? 0 : (int32_t)rand_dim());
+    if (cu[batch] == 0)
+        cu[batch] = 1 + (int32_t)rng_below(40);
+    const int64_t rows = cu[batch], cols = rand_dim();
+    const mxfa_block block = rng_below(2) ? MXFA_BLOCK_COL : MXFA_BLOCK_SQUARE;
+    const mxfa_preset preset = (mxfa_preset)rng_below(4);
+    snprintf(what, what_len, "trial %d: %d sequences (%d, %d, %d, %d) x %lld columns, %s blocks, %s, %s memory",
+             trial, batch, cu[1], cu[2], cu[3], cu[4], (long long)cols, mxfa_block_name(block),
+             mxfa_preset_name(preset), device ? "device" : "host");
+    int64_t sr;
+    mxfa_jagged_scale_rows(cu, batch, &sr);
+    const int64_t sc = block == MXFA_BLOCK_COL ? cols : (cols + 31) / 32;
+    buf x = buf_new((size_t)(rows * cols) * 4, 0);
+    fill_source(&x, MXFA_F32, (size_t)(rows * cols));
+    buf d[2] = {buf_new((size_t)(rows * cols), 0xA5), buf_new((size_t)(rows * cols), 0xA5)};
+    buf s[2] = {buf_new((size_t)(sr * sc), 0xA5), buf_new((size_t)(sr * sc), 0xA5)};
+    mxfa_ctx *ctx[2] = {ref, gpu};
+    mxfa_status st[2];
+    for (int i = 0; i < 2; i++) {
+        const int dev = i && device;
+        mxfa_tensor xt = t2(&x, dev, MXFA_F32, rows, cols, cols, 1);
+        mxfa_mx q = {t2(&d[i], dev, MXFA_E4M3, rows, cols, cols, 1), t2(&s[i], dev, MXFA_E8M0, sr, sc, sc, 1), block,
+                     MXFA_LAYOUT_COMPACT};
+        st[i] = mxfa_quantize_jagged(ctx[i], &xt, cu, batch, preset, &q);
+    }
+    fetch(&d[1]), fetch(&s[1]);
+    int good = st[0] == MXFA_OK && st[1] == MXFA_OK && same(&d[0], &d[1]) && same(&s[0], &s[1]);
+
+    /* the scales of row or col blocks of the same batch, scattered into the
+     * swizzled layout and gathered back */
+    const mxfa_block lb = rng_below(2) ? MXFA_BLOCK_ROW : MXFA_BLOCK_COL;
+    int64_t cr = lb == MXFA_BLOCK_ROW ? rows : sr, cc = lb == MXFA_BLOCK_ROW ? (cols + 31) / 32 : cols;
+    int64_t off[5];
+    mxfa_jagged_sf_offsets(cu, batch, off);
+    int64_t ir = lb == MXFA_BLOCK_ROW ? off[batch] : cols, ic = lb == MXFA_BLOCK_ROW ? cc : off[batch] / 32;
+    int64_t wr = (ir + 127) / 128 * 128, wc = (ic + 3) / 4 * 4;
+    buf compact = buf_new((size_t)(cr * cc), 0);
+    for (size_t i = 0; i < compact.bytes; i++)
+        compact.host[i] = (uint8_t)rng_below(256);
+    buf w[2] = {buf_new((size_t)(wr * wc), 0xA5), buf_new((size_t)(wr * wc), 0xA5)};
+    buf back[2] = {buf_new(compact.bytes, 0xA5), buf_new(compact.bytes, 0xA5)};
+    mxfa_status sw[2], ga[2];
+    for (int i = 0; i < 2; i++) {
+        const int dev = i && device;
+        mxfa_tensor ct = t2(&compact, dev, MXFA_E8M0, cr, cc, cc, 1), wt = t2(&w[i], dev, MXFA_E8M0, wr, wc, wc, 1);
+        mxfa_tensor bt = t2(&back[i], dev, MXFA_E8M0, cr, cc, cc, 1);
+        sw[i] = mxfa_scales_scatter(ctx[i], &ct, cu, batch, lb, cols, &wt);
+        ga[i] = mxfa_scales_gather(ctx[i], &wt, cu, batch, lb, cols, &bt);
+    }
+    fetch(&w[1]), fetch(&back[1]);
+    int layout_good = sw[0] == MXFA_OK && sw[1] == MXFA_OK && ga[0] == MXFA_OK && ga[1] == MXFA_OK &&
+                      same(&w[0], &w[1]) && same(&back[0], &back[1]) && same(&back[0], &compact);
+    if (!layout_good)
+        snprintf(what + strlen(what), what_len - strlen(what), "; scatter/gather of %s scales: %s", mxfa_block_name(lb),
+                 sw[1] != MXFA_OK || ga[1] != MXFA_OK ? mxfa_last_error(gpu) : "bytes differ");
+    if (!good)
+        snprintf(what + strlen(what), what_len - strlen(what), "; quantize_jagged: %s",
+                 st[1] != MXFA_OK ? mxfa_last_error(gpu) : "bytes differ");
+    buf_free(&x), buf_free(&compact);
+    for (int i = 0; i < 2; i++)
+        buf_free(&d[i]), buf_free(&s[i]), buf_free(&w[i]), buf_free(&back[i]);
+    return good && layout_good;
+}
+
+/* ---- transpose, expansion, swizzle ---- */
+
+static int layout_case(int trial, int device, char *what, size_t what_len)
+{
+    const int64_t rows = rand_dim(), cols = rand_dim();
+    static const mxfa_block from[3] = {MXFA_BLOCK_ROW, MXFA_BLOCK_COL, MXFA_BLOCK_SQUARE},
+                            to[3] = {MXFA_BLOCK_COL, MXFA_BLOCK_ROW, MXFA_BLOCK_SQUARE};
+    const int k = (int)rng_below(3);
+    snprintf(what, what_len, "trial %d: [%lld, %lld], transpose %s -> %s, %s memory", trial, (long long)rows,
+             (long long)cols, mxfa_block_name(from[k]), mxfa_block_name(to[k]), device ? "device" : "host");
+    int64_t sr, sc, tr, tc;
+    mxfa_scales_shape(from[k], rows, cols, &sr, &sc);
+    mxfa_scales_shape(to[k], cols, rows, &tr, &tc);
+    buf xd = buf_new((size_t)(rows * cols), 0), xs = buf_new((size_t)(sr * sc), 0);
+    for (size_t i = 0; i < xd.bytes; i++)
+        xd.host[i] = (uint8_t)rng_below(256);
+    for (size_t i = 0; i < xs.bytes; i++)
+        xs.host[i] = (uint8_t)rng_below(256);
+    buf td[2] = {buf_new(xd.bytes, 0xA5), buf_new(xd.bytes, 0xA5)};
+    buf ts[2] = {buf_new((size_t)(tr * tc), 0xA5), buf_new((size_t)(tr * tc), 0xA5)};
+    /* square scales expanded to row scales, and row scales swizzled */
+    int64_t qr = (rows + 31) / 32, qc = (cols + 31) / 32, wr, wc;
+    mxfa_swizzled_shape(MXFA_BLOCK_ROW, rows, cols, &wr, &wc);
+    buf sq = buf_new((size_t)(qr * qc), 0);
+    for (size_t i = 0; i < sq.bytes; i++)
+        sq.host[i] = (uint8_t)rng_below(256);
+    buf ex[2] = {buf_new((size_t)(rows * qc), 0xA5), buf_new((size_t)(rows * qc), 0xA5)};
+    buf w[2] = {buf_new((size_t)(wr * wc), 0xA5), buf_new((size_t)(wr * wc), 0xA5)};
+    buf un[2] = {buf_new((size_t)(rows * qc), 0xA5), buf_new((size_t)(rows * qc), 0xA5)};
+    mxfa_ctx *ctx[2] = {ref, gpu};
+    mxfa_status st[4][2];
+    for (int i = 0; i < 2; i++) {
+        const int dev = i && device;
+        mxfa_mx in = {t2(&xd, dev, MXFA_E4M3, rows, cols, cols, 1), t2(&xs, dev, MXFA_E8M0, sr, sc, sc, 1), from[k],
+                      MXFA_LAYOUT_COMPACT};
+        mxfa_mx out = {t2(&td[i], dev, MXFA_E4M3, cols, rows, rows, 1), t2(&ts[i], dev, MXFA_E8M0, tr, tc, tc, 1),
+                       to[k], MXFA_LAYOUT_COMPACT};
+        st[0][i] = mxfa_transpose(ctx[i], &in, &out);
+        mxfa_tensor sqt = t2(&sq, dev, MXFA_E8M0, qr, qc, qc, 1), ext = t2(&ex[i], dev, MXFA_E8M0, rows, qc, qc, 1);
+        st[1][i] = mxfa_scales_expand_square(ctx[i], &sqt, rows, cols, MXFA_BLOCK_ROW, &ext);
+        mxfa_tensor wt = t2(&w[i], dev, MXFA_E8M0, wr, wc, wc, 1), unt = t2(&un[i], dev, MXFA_E8M0, rows, qc, qc, 1);
+        st[2][i] = mxfa_scales_swizzle(ctx[i], &ext, MXFA_BLOCK_ROW, rows, cols, &wt);
+        st[3][i] = mxfa_scales_unswizzle(ctx[i], &wt, MXFA_BLOCK_ROW, rows, cols, &unt);
+    }
+    fetch(&td[1]), fetch(&ts[1]), fetch(&ex[1]), fetch(&w[1]), fetch(&un[1]);
+    int good = 1;
+    for (int j = 0; j < 4; j++)
+        good &= st[j][0] == MXFA_OK && st[j][1] == MXFA_OK;
+    if (!good)
+        snprintf(what + strlen(what), what_len - strlen(what), "; %s", mxfa_last_error(gpu));
+    good &= same(&td[0], &td[1]) && same(&ts[0], &ts[1]) && same(&ex[0], &ex[1]) && same(&w[0], &w[1]) &&
+            same(&un[0], &un[1]) && same(&un[0], &ex[0]);
+    buf_free(&xd), buf_free(&xs), buf_free(&sq);
+    for (int i = 0; i < 2; i++)
+        buf_free(&td[i]), buf_free(&ts[i]), buf_free(&ex[i]), buf_free(&w[i]), buf_free(&un[i]);
+    return good;
+}
+
+typedef int (*case_fn)(int trial, int device, char *what, size_t what_len);
+
+static void run_cases(const char *name, case_fn f, int n)
+{
+    char what[1024];
+    int failed = 0;
+    for (int t = 0; t < n; t++)
+        for (int device = 0; device < 2; device++)
+            if (!f(t, device, what, sizeof what) && failed++ < 5)
+                diag("%s", what);
+    ok(failed == 0, "%s: %d random cases on device and host memory, every byte as ref's (%d differ)", name, 2 * n,
+       failed);
+}
+
+int main(void)
+{
+    char why[512];
+    if (!mxfa_backend_usable("cuda", why, sizeof why))
+        skip_all(why);
+    rng_seed_from_env(11);
+    if (!ok(mxfa_open(&ref, "ref") == MXFA_OK && mxfa_open(&gpu, "cuda") == MXFA_OK, "open ref and cuda"))
+        return done_testing();
+    run_cases("quantize and dequantize", quantize_case, 400);
+    run_cases("jagged quantize, scatter and gather", jagged_case, 100);
+    run_cases("transpose, expand, swizzle and unswizzle", layout_case, 100);
+
+    /* a large aligned matrix: the vector path of row blocks */
+    {
+        const int64_t rows = 512, cols = 4096;
+        buf x = buf_new((size_t)(rows * cols) * 4, 0);
+        fill_source(&x, MXFA_F32, (size_t)(rows * cols));
+        buf d[2] = {buf_new((size_t)(rows * cols), 0), buf_new((size_t)(rows * cols), 0)};
+        buf s[2] = {buf_new((size_t)(rows * cols / 32), 0), buf_new((size_t)(rows * cols / 32), 0)};
+        int good = 1;
+        for (int p = 0; p < 4; p++) {
+            mxfa_ctx *ctx[2] = {ref, gpu};
+            for (int i = 0; i < 2; i++) {
+                mxfa_tensor xt = t2(&x, i, MXFA_F32, rows, cols, cols, 1);
+                mxfa_mx q = {t2(&d[i], i, MXFA_E4M3, rows, cols, cols, 1),
+                             t2(&s[i], i, MXFA_E8M0, rows, cols / 32, cols / 32, 1), MXFA_BLOCK_ROW,
+                             MXFA_LAYOUT_COMPACT};
+                good &= mxfa_quantize(ctx[i], &xt, (mxfa_preset)p, &q) == MXFA_OK;
+            }
+            fetch(&d[1]), fetch(&s[1]);
+            good &= same(&d[0], &d[1]) && same(&s[0], &s[1]);
+        }
+        ok(good, "a 512 x 4096 f32 matrix in row blocks, every preset: every byte as ref's");
+        buf_free(&x);
+        for (int i = 0; i < 2; i++)
+            buf_free(&d[i]), buf_free(&s[i]);
+    }
+
+    /* the contract on this backend */
+    {
+        float h[64] = {0};
+        uint8_t c[64], sc[2];
+        mxfa_tensor xt = mxfa_tensor_2d(h, MXFA_F32, 1, 64);
+        mxfa_mx q = {mxfa_tensor_2d(c, MXFA_E4M3, 1, 64), mxfa_tensor_2d(sc, MXFA_E8M0, 1, 2), MXFA_BLOCK_ROW,
+                     MXFA_LAYOUT_COMPACT};
+        q.data.memory = MXFA_MEM_DEVICE; /* a lie: host memory */
+        mxfa_status st = mxfa_quantize(gpu, &xt, MXFA_PRESET_RCEIL, &q);
+        ok(st == MXFA_ERR_INVALID && strstr(mxfa_last_error(gpu), "device"),
+           "host memory declared as device memory -> %s (%s)", mxfa_strerror(st), mxfa_last_error(gpu));
+        uint8_t a[64] = {0}, sa[2] = {127, 127};
+        float dd[1];
+        mxfa_mx A = {mxfa_tensor_2d(a, MXFA_E4M3, 1, 64), mxfa_tensor_2d(sa, MXFA_E8M0, 1, 2), MXFA_BLOCK_ROW,
+                     MXFA_LAYOUT_COMPACT};
+        mxfa_tensor D = mxfa_tensor_2d(dd, MXFA_F32, 1, 1);
+        st = mxfa_gemm(gpu, &A, &A, NULL, MXFA_MODEL_SM90_FP8, &D);
+        ok(st == MXFA_ERR_UNSUPPORTED, "what the backend does not do yet is refused: %s", mxfa_last_error(gpu));
+        ok(mxfa_synchronize(gpu) == MXFA_OK, "the stream ends without an error");
+    }
+    mxfa_close(ref);
+    mxfa_close(gpu);
+    return done_testing();
+}
