@@ -30,10 +30,10 @@ int main(void)
     ctx = NULL;
     ok(mxfa_open(&ctx, NULL) == MXFA_OK && ctx != NULL, "open with NULL means auto");
     const char *auto_name = ctx ? mxfa_backend_name(ctx) : "";
-    ok(strcmp(auto_name, "cuda") == 0 ? mxfa_backend_usable("cuda", NULL, 0)
-       : strcmp(auto_name, "cpu") == 0 ? mxfa_backend_usable("cpu", NULL, 0) && !mxfa_backend_usable("cuda", NULL, 0)
-                                        : strcmp(auto_name, "ref") == 0 && !mxfa_backend_usable("cpu", NULL, 0),
-       "auto picked '%s': the first usable of cuda, cpu, ref", auto_name);
+    /* cuda is opened by name until it does every operation */
+    ok(strcmp(auto_name, "cpu") == 0 ? mxfa_backend_usable("cpu", NULL, 0)
+                                      : strcmp(auto_name, "ref") == 0 && !mxfa_backend_usable("cpu", NULL, 0),
+       "auto picked '%s': the first usable of cpu, ref", auto_name);
     mxfa_close(ctx);
 
     ok(mxfa_backend_built("ref") && mxfa_backend_usable("ref", NULL, 0), "ref is always built and usable");

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 namespace mxfa_gpu {

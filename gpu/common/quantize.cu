@@ -8,15 +8,14 @@
 // instruction; the rest go through the exact encoder.
 //
 // Row blocks: four threads share a block of 32 elements, eight each (16-byte
-// loads when rows are contiguous and aligned). Col blocks: a thread takes
-// four neighbouring columns of a 32-row group, reads them twice (the amax,
-// then the codes; the second read is served by the cache) and stores four
-// codes per row at once; other layouts take one column per thread, held in
-// registers. Square blocks: a warp per 32 x 32 block, each lane four
-// columns of eight rows. Groups of 32 rows restart at every segment
-// (sequence). Dequantization reads the unscaled value of a code from a
-// 256-entry table in shared memory and multiplies by the scale, which is
-// exact (or overflows to Inf, as the emulator does).
+// loads when rows are contiguous and aligned), four rows at a time. Col and
+// square blocks of such rows: a warp per 32 columns of a 32-row group, each
+// lane four columns of eight rows (32 values in registers); a col block's
+// amax is reduced over four lanes, a square block's over the warp. Other
+// layouts take one column per thread. Groups of 32 rows restart at every segment
+// (sequence). Dequantization converts codes in pairs to f16 (exact) and
+// multiplies by the scale, which is exact too (or overflows to Inf, as the
+// emulator does); NaN is written as the emulator writes it.
 #include "cuda.h"
 #include "mx.cuh"
 
@@ -89,13 +88,16 @@ __device__ __forceinline__ uint32_t reduce_max(uint32_t v, int width)
 
 // The rule of a block whose |x| bits reduce (over `width` lanes) to top;
 // the whole warp calls it. Where some lane's block holds a NaN (top above
-// Inf), the warp takes the exact statistics of the n values in v.
-__device__ __forceinline__ block_rule warp_rule(const fp8_fmt &f, int preset, uint32_t top, const uint32_t *v, int n,
+// Inf), the warp takes the exact statistics of the N values in v (missing
+// elements are zeros, which change nothing).
+template <int N>
+__device__ __forceinline__ block_rule warp_rule(const fp8_fmt &f, int preset, uint32_t top, const uint32_t *v,
                                                 int width, bool *plain)
 {
     if (__any_sync(kFull, top > kF32Inf)) {
         amax_acc acc;
-        for (int i = 0; i < n; i++)
+#pragma unroll
+        for (int i = 0; i < N; i++)
             acc.add(v[i]);
         acc.reduce(width);
         *plain = !acc.nan && !acc.inf;
@@ -106,7 +108,8 @@ __device__ __forceinline__ block_rule warp_rule(const fp8_fmt &f, int preset, ui
 }
 
 // Row blocks: 4 threads per block of 32 columns, 8 columns each; grid x
-// along the row's blocks, grid y over the rows (no 64-bit division).
+// along the row's blocks, grid y over groups of four rows, whose loads are
+// all issued before the first is used (no 64-bit division).
 __global__ void quantize_rows(dview x, dview data, dview scales, fp8_fmt f, int preset, bool vec)
 {
     const int64_t nb = (x.cols + 31) / 32;
@@ -114,33 +117,49 @@ __global__ void quantize_rows(dview x, dview data, dview scales, fp8_fmt f, int 
     const int part = (int)(t & 3);
     const int64_t c0 = cb * 32 + part * 8;
     const int n = cb < nb ? (int)(x.cols - c0 < 8 ? (x.cols - c0 > 0 ? x.cols - c0 : 0) : 8) : 0;
-    for (int64_t r = blockIdx.y; r < x.rows; r += gridDim.y) {
-        uint32_t v[8];
-        if (vec && n == 8) {
-            load4(x, r, c0, v);
-            load4(x, r, c0 + 4, v + 4);
-        } else {
+    for (int64_t r0 = (int64_t)blockIdx.y * 4; r0 < x.rows; r0 += (int64_t)gridDim.y * 4) {
+        uint32_t v[4][8];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int64_t r = r0 + k;
+            if (r < x.rows && vec && n == 8 && x.dtype == MXFA_BF16) {
+                const uint4 q = *reinterpret_cast<const uint4 *>(x.base + (r * x.rs + c0) * 2);
+                const uint32_t h[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    v[k][2 * i] = h[i] << 16, v[k][2 * i + 1] = h[i] & 0xFFFF0000u;
+            } else if (r < x.rows && vec && n == 8) {
+                load4(x, r, c0, v[k]);
+                load4(x, r, c0 + 4, v[k] + 4);
+            } else {
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    v[k][i] = r < x.rows && i < n ? load_f32_bits(x, r, c0 + i) : 0u;
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int64_t r = r0 + k;
+            if (r >= x.rows) // the same for the whole block
+                break;
+            uint32_t top = 0;
 #pragma unroll
             for (int i = 0; i < 8; i++)
-                v[i] = i < n ? load_f32_bits(x, r, c0 + i) : 0u;
-        }
-        uint32_t top = 0;
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            top = umax(top, v[i] & 0x7FFFFFFFu);
-        top = reduce_max(top, 4);
-        bool plain;
-        const block_rule rule = warp_rule(f, preset, top, v, n, 4, &plain);
-        if (n == 0)
-            continue;
-        if (part == 0)
-            *byte_at(scales, r, cb) = (uint8_t)rule.scale;
-        const uint32_t lo = encode4(f, rule, plain, v), hi = encode4(f, rule, plain, v + 4);
-        if (vec && n == 8) {
-            *reinterpret_cast<uint2 *>(byte_at(data, r, c0)) = make_uint2(lo, hi);
-        } else {
-            for (int i = 0; i < n; i++)
-                *byte_at(data, r, c0 + i) = (uint8_t)((i < 4 ? lo >> (8 * i) : hi >> (8 * (i - 4))) & 0xFFu);
+                top = umax(top, v[k][i] & 0x7FFFFFFFu);
+            top = reduce_max(top, 4);
+            bool plain;
+            const block_rule rule = warp_rule<8>(f, preset, top, v[k], 4, &plain);
+            if (n == 0)
+                continue;
+            if (part == 0)
+                *byte_at(scales, r, cb) = (uint8_t)rule.scale;
+            const uint32_t lo = encode4(f, rule, plain, v[k]), hi = encode4(f, rule, plain, v[k] + 4);
+            if (vec && n == 8) {
+                *reinterpret_cast<uint2 *>(byte_at(data, r, c0)) = make_uint2(lo, hi);
+            } else {
+                for (int i = 0; i < n; i++)
+                    *byte_at(data, r, c0 + i) = (uint8_t)((i < 4 ? lo >> (8 * i) : hi >> (8 * (i - 4))) & 0xFFu);
+            }
         }
     }
 }
@@ -196,54 +215,83 @@ __global__ void quantize_cols(dview x, dview data, dview scales, fp8_fmt f, int 
 }
 
 // Col blocks of contiguous aligned rows, the column count a multiple of 4:
-// four columns per thread, read twice.
-__global__ void quantize_cols4(dview x, dview data, dview scales, fp8_fmt f, int preset, const mxfa_segment *segs,
-                               const int64_t *groups, int nsegs, int64_t ngroups, bool scales4)
+// a warp per 32 columns of a group, lane l holding columns 4 (l % 8) .. + 3
+// of rows l / 8, l / 8 + 4, ... (eight rows); a column's 32 rows are in the
+// four lanes l % 8 + {0, 8, 16, 24}.
+__global__ void quantize_cols_warp(dview x, dview data, dview scales, fp8_fmt f, int preset,
+                                   const mxfa_segment *segs, const int64_t *groups, int nsegs, int64_t ngroups,
+                                   bool scales4)
 {
-    const int64_t c0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4;
-    if (c0 >= x.cols)
-        return;
+    const int lane = threadIdx.x % 32, rr = lane / 8;
+    const int64_t cb = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32, c0 = cb * 32 + (lane % 8) * 4;
+    if (cb * 32 >= x.cols)
+        return; // whole warps
+    const bool live = c0 < x.cols;
     for (int64_t g = blockIdx.y; g < ngroups; g += gridDim.y) {
         int64_t r0, srow;
         int nr;
         find_group(segs, groups, nsegs, g, &r0, &nr, &srow);
-        uint32_t top[4] = {0, 0, 0, 0}, w[4];
-#pragma unroll 8
-        for (int i = 0; i < nr; i++) {
-            load4(x, r0 + i, c0, w);
+        uint32_t v[32], top[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int i = 4 * k + rr;
+            if (live && i < nr)
+                load4(x, r0 + i, c0, v + 4 * k);
+            else
+                v[4 * k] = v[4 * k + 1] = v[4 * k + 2] = v[4 * k + 3] = 0u;
 #pragma unroll
             for (int j = 0; j < 4; j++)
-                top[j] = umax(top[j], w[j] & 0x7FFFFFFFu);
+                top[j] = umax(top[j], v[4 * k + j] & 0x7FFFFFFFu);
         }
         block_rule rule[4];
         bool plain = true;
+        const bool any_nan = __any_sync(kFull, top[0] > kF32Inf || top[1] > kF32Inf || top[2] > kF32Inf ||
+                                                   top[3] > kF32Inf);
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            if (top[j] > kF32Inf) { // a NaN: the column's exact statistics (rare)
+            if (any_nan) { // some column of the warp holds a NaN: exact statistics
                 amax_acc acc;
-                for (int i = 0; i < nr; i++)
-                    acc.add(load_f32_bits(x, r0 + i, c0 + j));
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    acc.add(v[4 * k + j]);
+                for (int o = 8; o < 32; o <<= 1) {
+                    uint32_t a = __shfl_xor_sync(kFull, acc.amax, o);
+                    int flags = __shfl_xor_sync(kFull, (int)acc.nan | (int)acc.inf << 1, o);
+                    acc.amax = umax(a, acc.amax);
+                    acc.nan |= flags & 1;
+                    acc.inf |= (flags >> 1) & 1;
+                }
                 rule[j] = rule_from_amax(f, preset, acc.amax, acc.nan, acc.inf);
-                plain = false;
+                plain &= !acc.nan && !acc.inf;
             } else {
-                rule[j] = rule_from_amax(f, preset, top[j], false, top[j] == kF32Inf);
-                plain &= top[j] < kF32Inf && !rule[j].poisoned && !rule[j].away;
+                uint32_t m = umax(top[j], __shfl_xor_sync(kFull, top[j], 8));
+                m = umax(m, __shfl_xor_sync(kFull, m, 16));
+                rule[j] = rule_from_amax(f, preset, m, false, m == kF32Inf);
+                plain &= m < kF32Inf;
             }
+            plain &= !rule[j].poisoned && !rule[j].away;
         }
-        const uint32_t sbytes = rule[0].scale | rule[1].scale << 8 | rule[2].scale << 16 | rule[3].scale << 24;
-        if (scales4) {
-            *reinterpret_cast<uint32_t *>(byte_at(scales, srow, c0)) = sbytes;
-        } else {
-            for (int j = 0; j < 4; j++)
-                *byte_at(scales, srow, c0 + j) = (uint8_t)(sbytes >> (8 * j));
+        if (!live)
+            continue;
+        if (rr == 0) {
+            const uint32_t sb = rule[0].scale | rule[1].scale << 8 | rule[2].scale << 16 | rule[3].scale << 24;
+            if (scales4) {
+                *reinterpret_cast<uint32_t *>(byte_at(scales, srow, c0)) = sb;
+            } else {
+                for (int j = 0; j < 4; j++)
+                    *byte_at(scales, srow, c0 + j) = (uint8_t)(sb >> (8 * j));
+            }
         }
         float rcp[4];
 #pragma unroll
         for (int j = 0; j < 4; j++)
             rcp[j] = e8m0_reciprocal(rule[j].scale == 0xFFu ? 0u : rule[j].scale);
-#pragma unroll 8
-        for (int i = 0; i < nr; i++) {
-            load4(x, r0 + i, c0, w);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int i = 4 * k + rr;
+            if (i >= nr)
+                break;
+            const uint32_t *w = v + 4 * k;
             uint32_t codes;
             if (plain) {
                 const __nv_fp8_interpretation_t kind = f.e4m3 ? __NV_E4M3 : __NV_E5M2;
@@ -328,7 +376,7 @@ __global__ void quantize_squares4(dview x, dview data, dview scales, fp8_fmt f, 
         }
         top = reduce_max(top, 32);
         bool plain;
-        const block_rule rule = warp_rule(f, preset, top, v, 32, 32, &plain);
+        const block_rule rule = warp_rule<32>(f, preset, top, v, 32, &plain);
         if (lane == 0)
             *byte_at(scales, srow, cb) = (uint8_t)rule.scale;
         if (live) {
@@ -341,62 +389,98 @@ __global__ void quantize_squares4(dview x, dview data, dview scales, fp8_fmt f, 
     }
 }
 
-// Eight consecutive elements of a row per thread (one 8-byte load of codes
-// and 16- or 32-byte stores when the rows are contiguous and aligned);
-// grid x along the row, grid y over the rows.
-__global__ void dequantize(dview data, dview scales, int block, dview out, fp8_fmt f, bool vec)
+// The fp32 bits of a code times a scale (the scale byte, with its fp32
+// value sv): a NaN scale gives a NaN of the code's sign, a NaN code the
+// quiet NaN of its sign (bits a multiply would not keep), anything else the
+// exact unscaled value u times sv, exact or overflowing to Inf.
+__device__ __forceinline__ uint32_t scale_value(const fp8_fmt &f, uint32_t code, float u, uint32_t s, float sv)
 {
-    __shared__ uint32_t table[256]; // the unscaled value of each code
-    table[threadIdx.x] = decode_element(f, threadIdx.x, 127u);
-    __syncthreads();
+    const uint32_t mag = code & 0x7Fu;
+    if (s == 0xFFu || (f.has_inf ? mag > 0x7Cu : mag == 0x7Fu))
+        return (code >> 7) << 31 | kF32QNaN;
+    return __float_as_uint(__fmul_rn(u, sv));
+}
+
+__device__ __forceinline__ float scale_f32(uint32_t s)
+{
+    return __uint_as_float(s ? s << 23 : 0x00400000u);
+}
+
+// Eight consecutive elements of a row per thread: one 8-byte load of codes,
+// converted in pairs by the fp8x2 -> f16x2 instruction (exact), and 32- or
+// 16-byte stores when the rows are contiguous and aligned; grid x along the
+// row, grid y over the rows.
+__global__ void dequantize(dview data, dview scales, int block, dview out, fp8_fmt f, bool vec) {
     const int64_t c0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
     if (c0 >= data.cols)
         return;
     const int n = data.cols - c0 < 8 ? (int)(data.cols - c0) : 8;
     const bool fast = vec && n == 8;
     const int es = out.dtype == MXFA_BF16 ? 2 : 4;
-    for (int64_t r = blockIdx.y; r < data.rows; r += gridDim.y) {
-        uint32_t code[8], v[8];
-        if (fast) {
-            uint2 q = *reinterpret_cast<const uint2 *>(byte_at(data, r, c0));
+    const __nv_fp8_interpretation_t kind = f.e4m3 ? __NV_E4M3 : __NV_E5M2;
+    for (int64_t r0 = (int64_t)blockIdx.y * 4; r0 < data.rows; r0 += (int64_t)gridDim.y * 4) {
+        uint32_t codes[4][2]; // four rows' loads in flight before the first is used
 #pragma unroll
-            for (int i = 0; i < 8; i++)
-                code[i] = ((i < 4 ? q.x : q.y) >> (8 * (i % 4))) & 0xFFu;
-        } else {
+        for (int k = 0; k < 4; k++) {
+            const int64_t r = r0 + k;
+            uint32_t *w = codes[k];
+            if (r >= data.rows) {
+                w[0] = w[1] = 0u;
+            } else if (fast) {
+                const uint2 q = *reinterpret_cast<const uint2 *>(byte_at(data, r, c0));
+                w[0] = q.x, w[1] = q.y;
+            } else {
+                w[0] = w[1] = 0u;
 #pragma unroll
-            for (int i = 0; i < 8; i++)
-                code[i] = i < n ? *byte_at(data, r, c0 + i) : 0u;
+                for (int i = 0; i < 8; i++)
+                    if (i < n)
+                        w[i / 4] |= (uint32_t)*byte_at(data, r, c0 + i) << (8 * (i % 4));
+            }
         }
-        const int64_t sr = block == MXFA_BLOCK_ROW ? r : r / 32;
-        const uint32_t s0 = block == MXFA_BLOCK_COL ? 0u : *byte_at(scales, sr, c0 / 32);
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const uint32_t s = block == MXFA_BLOCK_COL ? (i < n ? *byte_at(scales, sr, c0 + i) : 0u) : s0;
-            const uint32_t t = table[code[i]];
-            // a NaN scale makes a NaN of the code's sign; NaN codes stay
-            // as decoded (a multiply would not keep their bits)
-            v[i] = s == 0xFFu ? (code[i] >> 7) << 31 | kF32QNaN
-                   : f32_is_nan(t) ? t
-                                   : __float_as_uint(__fmul_rn(__uint_as_float(t), __uint_as_float(
-                                                                    s ? s << 23 : 0x00400000u)));
-        }
-        uint8_t *p = out.base + (r * out.rs + c0 * out.cs) * es;
-        if (fast && es == 4) {
-            reinterpret_cast<uint4 *>(p)[0] = make_uint4(v[0], v[1], v[2], v[3]);
-            reinterpret_cast<uint4 *>(p)[1] = make_uint4(v[4], v[5], v[6], v[7]);
-        } else if (fast) {
-            uint32_t h[4];
+        for (int k = 0; k < 4; k++) {
+            const int64_t r = r0 + k;
+            if (r >= data.rows)
+                break;
+            const uint32_t *w = codes[k];
+            const int64_t sr = block == MXFA_BLOCK_ROW ? r : r / 32;
+            const uint32_t s0 = block == MXFA_BLOCK_COL ? 0u : *byte_at(scales, sr, c0 / 32);
+            const float sv0 = scale_f32(s0);
+            uint32_t v[8];
 #pragma unroll
-            for (int i = 0; i < 4; i++)
-                h[i] = f32_to_bf16(v[2 * i]) | f32_to_bf16(v[2 * i + 1]) << 16;
-            *reinterpret_cast<uint4 *>(p) = make_uint4(h[0], h[1], h[2], h[3]);
-        } else {
-            for (int i = 0; i < n; i++) {
-                uint8_t *q = out.base + (r * out.rs + (c0 + i) * out.cs) * es;
-                if (es == 2)
-                    *reinterpret_cast<uint16_t *>(q) = (uint16_t)f32_to_bf16(v[i]);
-                else
-                    *reinterpret_cast<uint32_t *>(q) = v[i];
+            for (int p = 0; p < 4; p++) {
+                const uint32_t pair = (w[p / 2] >> (16 * (p % 2))) & 0xFFFFu;
+                const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)pair, kind);
+                const float u0 = __half2float(__half(__half_raw{h.x})), u1 = __half2float(__half(__half_raw{h.y}));
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int i = 2 * p + e;
+                    const uint32_t s = block == MXFA_BLOCK_COL ? (i < n ? *byte_at(scales, sr, c0 + i) : 0u) : s0;
+                    v[i] = scale_value(f, (pair >> (8 * e)) & 0xFFu, e ? u1 : u0, s,
+                                       block == MXFA_BLOCK_COL ? scale_f32(s) : sv0);
+                }
+            }
+            uint8_t *p = out.base + (r * out.rs + c0 * out.cs) * es;
+            if (fast && es == 4) {
+                reinterpret_cast<uint4 *>(p)[0] = make_uint4(v[0], v[1], v[2], v[3]);
+                reinterpret_cast<uint4 *>(p)[1] = make_uint4(v[4], v[5], v[6], v[7]);
+            } else if (fast) {
+                uint32_t h[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    h[i] = f32_to_bf16(v[2 * i]) | f32_to_bf16(v[2 * i + 1]) << 16;
+                *reinterpret_cast<uint4 *>(p) = make_uint4(h[0], h[1], h[2], h[3]);
+            } else {
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    if (i >= n)
+                        break;
+                    uint8_t *q = out.base + (r * out.rs + (c0 + i) * out.cs) * es;
+                    if (es == 2)
+                        *reinterpret_cast<uint16_t *>(q) = (uint16_t)f32_to_bf16(v[i]);
+                    else
+                        *reinterpret_cast<uint32_t *>(q) = v[i];
+                }
             }
         }
     }
@@ -414,7 +498,7 @@ cudaError_t launch_quantize(const dview &x, const mxfa_segment *segs, int nsegs,
         const bool vec = x.cs == 1 && data.cs == 1 && reinterpret_cast<uintptr_t>(x.base) % 16 == 0 &&
                          (x.rs * (int64_t)es) % 16 == 0 && reinterpret_cast<uintptr_t>(data.base) % 8 == 0 &&
                          data.rs % 8 == 0;
-        const dim3 grid(blocks_for(((x.cols + 31) / 32) * 4, threads), rows_for(x.rows));
+        const dim3 grid(blocks_for(((x.cols + 31) / 32) * 4, threads), rows_for((x.rows + 3) / 4));
         quantize_rows<<<grid, threads, 0, stream>>>(x, data, scales, f, preset, vec);
         return cudaGetLastError();
     }
@@ -442,7 +526,7 @@ cudaError_t launch_quantize(const dview &x, const mxfa_segment *segs, int nsegs,
         const unsigned ny = rows_for(ngroups);
         if (block == MXFA_BLOCK_COL && vec4) {
             const bool scales4 = scales.cs == 1 && reinterpret_cast<uintptr_t>(scales.base) % 4 == 0 && scales.rs % 4 == 0;
-            quantize_cols4<<<dim3(blocks_for(x.cols / 4, threads), ny), threads, 0, stream>>>(
+            quantize_cols_warp<<<dim3(blocks_for((x.cols + 31) / 32 * 32, threads), ny), threads, 0, stream>>>(
                 x, data, scales, f, preset, ds.p, dgroups, nsegs, ngroups, scales4);
         } else if (block == MXFA_BLOCK_COL) {
             quantize_cols<<<dim3(blocks_for(x.cols, threads), ny), threads, 0, stream>>>(x, data, scales, f, preset,
@@ -469,7 +553,7 @@ cudaError_t launch_dequantize(const dview &data, const dview &scales, int block,
     const int es = out.dtype == MXFA_BF16 ? 2 : 4;
     const bool vec = data.cs == 1 && out.cs == 1 && reinterpret_cast<uintptr_t>(data.base) % 8 == 0 &&
                      data.rs % 8 == 0 && reinterpret_cast<uintptr_t>(out.base) % 16 == 0 && (out.rs * es) % 16 == 0;
-    const dim3 grid(blocks_for((data.cols + 7) / 8, threads), rows_for(data.rows));
+    const dim3 grid(blocks_for((data.cols + 7) / 8, threads), rows_for((data.rows + 3) / 4));
     dequantize<<<grid, threads, 0, stream>>>(data, scales, block, out, f, vec);
     return cudaGetLastError();
 }
