@@ -110,7 +110,11 @@ __device__ __forceinline__ block_rule warp_rule(const fp8_fmt &f, int preset, ui
 // Row blocks: 4 threads per block of 32 columns, 8 columns each; grid x
 // along the row's blocks, grid y over groups of four rows, whose loads are
 // all issued before the first is used (no 64-bit division).
-__global__ void quantize_rows(dview x, dview data, dview scales, fp8_fmt f, int preset, bool vec)
+// At most 80 registers, for three blocks of 256 threads per SM: the loads
+// those threads keep in flight took the kernel from 73% to 92% of a device
+// copy on an H200.
+__global__ void __launch_bounds__(256, 3)
+    quantize_rows(dview x, dview data, dview scales, fp8_fmt f, int preset, bool vec)
 {
     const int64_t nb = (x.cols + 31) / 32;
     const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, cb = t >> 2;
@@ -410,7 +414,10 @@ __device__ __forceinline__ float scale_f32(uint32_t s)
 // converted in pairs by the fp8x2 -> f16x2 instruction (exact), and 32- or
 // 16-byte stores when the rows are contiguous and aligned; grid x along the
 // row, grid y over the rows.
-__global__ void dequantize(dview data, dview scales, int block, dview out, fp8_fmt f, bool vec) {
+// At most 64 registers (a few bytes spill), for four blocks per SM: 53% ->
+// 69% of a device copy on an H200.
+__global__ void __launch_bounds__(256, 4)
+    dequantize(dview data, dview scales, int block, dview out, fp8_fmt f, bool vec) {
     const int64_t c0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
     if (c0 >= data.cols)
         return;
@@ -525,7 +532,8 @@ cudaError_t launch_quantize(const dview &x, const mxfa_segment *segs, int nsegs,
                           reinterpret_cast<uintptr_t>(data.base) % 4 == 0 && data.rs % 4 == 0;
         const unsigned ny = rows_for(ngroups);
         if (block == MXFA_BLOCK_COL && vec4) {
-            const bool scales4 = scales.cs == 1 && reinterpret_cast<uintptr_t>(scales.base) % 4 == 0 && scales.rs % 4 == 0;
+            const bool scales4 =
+                scales.cs == 1 && reinterpret_cast<uintptr_t>(scales.base) % 4 == 0 && scales.rs % 4 == 0;
             quantize_cols_warp<<<dim3(blocks_for((x.cols + 31) / 32 * 32, threads), ny), threads, 0, stream>>>(
                 x, data, scales, f, preset, ds.p, dgroups, nsegs, ngroups, scales4);
         } else if (block == MXFA_BLOCK_COL) {
