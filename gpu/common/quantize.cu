@@ -107,6 +107,32 @@ __device__ __forceinline__ block_rule warp_rule(const fp8_fmt &f, int preset, ui
     return rule_from_amax(f, preset, top, false, top == kF32Inf);
 }
 
+// One row block's share of a thread (eight values v, n of them real): the
+// rule over the block's four threads, the scale byte, the codes. Every lane
+// of the warp calls it.
+__device__ __forceinline__ void row_block(const fp8_fmt &f, int preset, const uint32_t *v, int n, int part, int64_t r,
+                                          int64_t cb, int64_t c0, bool vec, const dview &data, const dview &scales)
+{
+    uint32_t top = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        top = umax(top, v[i] & 0x7FFFFFFFu);
+    top = reduce_max(top, 4);
+    bool plain;
+    const block_rule rule = warp_rule<8>(f, preset, top, v, 4, &plain);
+    if (n == 0)
+        return;
+    if (part == 0)
+        *byte_at(scales, r, cb) = (uint8_t)rule.scale;
+    const uint32_t lo = encode4(f, rule, plain, v), hi = encode4(f, rule, plain, v + 4);
+    if (vec) {
+        *reinterpret_cast<uint2 *>(byte_at(data, r, c0)) = make_uint2(lo, hi);
+    } else {
+        for (int i = 0; i < n; i++)
+            *byte_at(data, r, c0 + i) = (uint8_t)((i < 4 ? lo >> (8 * i) : hi >> (8 * (i - 4))) & 0xFFu);
+    }
+}
+
 // Row blocks: 4 threads per block of 32 columns, 8 columns each; grid x
 // along the row's blocks, grid y over groups of four rows, whose loads are
 // all issued before the first is used (no 64-bit division).
@@ -146,24 +172,44 @@ __global__ void __launch_bounds__(256, 3)
             const int64_t r = r0 + k;
             if (r >= x.rows) // the same for the whole block
                 break;
-            uint32_t top = 0;
+            row_block(f, preset, v[k], n, part, r, cb, c0, vec && n == 8, data, scales);
+        }
+    }
+}
+
+// The same for contiguous aligned bf16 rows, eight rows at a time, kept
+// packed (four words a row) until used: twice the rows in flight in the
+// same registers.
+__global__ void __launch_bounds__(256, 3) quantize_rows_bf16(dview x, dview data, dview scales, fp8_fmt f, int preset)
+{
+    const int64_t nb = (x.cols + 31) / 32;
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, cb = t >> 2;
+    const int part = (int)(t & 3);
+    const int64_t c0 = cb * 32 + part * 8;
+    const int n = cb < nb ? (int)(x.cols - c0 < 8 ? (x.cols - c0 > 0 ? x.cols - c0 : 0) : 8) : 0;
+    for (int64_t r0 = (int64_t)blockIdx.y * 8; r0 < x.rows; r0 += (int64_t)gridDim.y * 8) {
+        uint4 raw[8];
 #pragma unroll
-            for (int i = 0; i < 8; i++)
-                top = umax(top, v[k][i] & 0x7FFFFFFFu);
-            top = reduce_max(top, 4);
-            bool plain;
-            const block_rule rule = warp_rule<8>(f, preset, top, v[k], 4, &plain);
-            if (n == 0)
-                continue;
-            if (part == 0)
-                *byte_at(scales, r, cb) = (uint8_t)rule.scale;
-            const uint32_t lo = encode4(f, rule, plain, v[k]), hi = encode4(f, rule, plain, v[k] + 4);
-            if (vec && n == 8) {
-                *reinterpret_cast<uint2 *>(byte_at(data, r, c0)) = make_uint2(lo, hi);
+        for (int k = 0; k < 8; k++)
+            if (r0 + k < x.rows && n == 8)
+                raw[k] = *reinterpret_cast<const uint4 *>(x.base + ((r0 + k) * x.rs + c0) * 2);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int64_t r = r0 + k;
+            if (r >= x.rows) // the same for the whole block
+                break;
+            uint32_t v[8];
+            if (n == 8) {
+                const uint32_t h[4] = {raw[k].x, raw[k].y, raw[k].z, raw[k].w};
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    v[2 * i] = h[i] << 16, v[2 * i + 1] = h[i] & 0xFFFF0000u;
             } else {
-                for (int i = 0; i < n; i++)
-                    *byte_at(data, r, c0 + i) = (uint8_t)((i < 4 ? lo >> (8 * i) : hi >> (8 * (i - 4))) & 0xFFu);
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    v[i] = i < n ? load_f32_bits(x, r, c0 + i) : 0u;
             }
+            row_block(f, preset, v, n, part, r, cb, c0, n == 8, data, scales);
         }
     }
 }
@@ -505,8 +551,13 @@ cudaError_t launch_quantize(const dview &x, const mxfa_segment *segs, int nsegs,
         const bool vec = x.cs == 1 && data.cs == 1 && reinterpret_cast<uintptr_t>(x.base) % 16 == 0 &&
                          (x.rs * (int64_t)es) % 16 == 0 && reinterpret_cast<uintptr_t>(data.base) % 8 == 0 &&
                          data.rs % 8 == 0;
-        const dim3 grid(blocks_for(((x.cols + 31) / 32) * 4, threads), rows_for((x.rows + 3) / 4));
-        quantize_rows<<<grid, threads, 0, stream>>>(x, data, scales, f, preset, vec);
+        const unsigned gx = blocks_for(((x.cols + 31) / 32) * 4, threads);
+        if (vec && x.dtype == MXFA_BF16)
+            quantize_rows_bf16<<<dim3(gx, rows_for((x.rows + 7) / 8)), threads, 0, stream>>>(x, data, scales, f,
+                                                                                            preset);
+        else
+            quantize_rows<<<dim3(gx, rows_for((x.rows + 3) / 4)), threads, 0, stream>>>(x, data, scales, f, preset,
+                                                                                       vec);
         return cudaGetLastError();
     }
     // 32-row groups of each segment
