@@ -9,26 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 #include "mxfa.h"
 
 #define ROWS 16384
 #define COLS 8192
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 typedef struct dev_bench {
     mxfa_ctx *ctx;
@@ -103,16 +89,15 @@ static double per_call(dev_bench *b, int reps)
     if (run(b) != MXFA_OK || mxfa_synchronize(b->ctx) != MXFA_OK)
         return -1;
     for (int round = 0; round < 5; round++) {
-        double t0 = now();
+        double t0 = cli_now();
         for (int r = 0; r < reps; r++)
             if (run(b) != MXFA_OK)
                 return -1;
         if (mxfa_synchronize(b->ctx) != MXFA_OK)
             return -1;
-        t[round] = (now() - t0) / reps;
+        t[round] = (cli_now() - t0) / reps;
     }
-    qsort(t, 5, sizeof t[0], cmp_double);
-    return t[2];
+    return cli_median(t, 5);
 }
 
 int bench_device(const char *cmd, mxfa_ctx *ctx, int reps)

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "cli.h"
 
@@ -92,4 +93,23 @@ double cli_gauss(uint64_t *state)
     z ^= z >> 31;
     double u = ((double)(z >> 11) + 0.5) / 9007199254740992.0, v = ((double)((z << 21) >> 11) + 0.5) / 9007199254740992.0;
     return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
+}
+
+double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double cli_median(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof t[0], cmp_double);
+    return t[n / 2];
 }

@@ -27,6 +27,11 @@ int cli_read_npy(const char *cmd, const char *what, const char *path, npy_dtype 
  * step of *state): the synthetic data of bench and study. */
 double cli_gauss(uint64_t *state);
 
+/* Seconds on the monotonic clock, for timing. */
+double cli_now(void);
+/* The median of t[0 .. n-1] (upper median for even n); sorts t. */
+double cli_median(double *t, int n);
+
 int cmd_info(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_dequantize(int argc, char **argv);

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #ifdef MXFA_HAVE_OPENMP
 #include <omp.h>
@@ -50,13 +49,6 @@ static const struct option options[] = {
     {"no-causal", no_argument, NULL, OPT_NOCAUSAL},    {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* Reset the resident-memory high-water mark (Linux); 0 when unsupported. */
 static int peak_reset(void)
@@ -119,12 +111,6 @@ typedef struct result {
 static result results[256];
 static int nresults;
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 typedef mxfa_status (*bench_fn)(void *arg);
 
 /* Median seconds of reps runs of fn (after one warm-up), and the peak
@@ -138,14 +124,13 @@ static double measure(bench_fn fn, void *arg, int reps, double *peak)
     if (fn(arg) != MXFA_OK)
         return -1;
     for (int r = 0; r < reps; r++) {
-        double t0 = now();
+        double t0 = cli_now();
         if (fn(arg) != MXFA_OK)
             return -1;
-        t[r] = now() - t0;
+        t[r] = cli_now() - t0;
     }
     *peak = have_peak ? peak_mib() : -1;
-    qsort(t, (size_t)reps, sizeof t[0], cmp_double);
-    return t[reps / 2];
+    return cli_median(t, reps);
 }
 
 typedef struct attn_arg {

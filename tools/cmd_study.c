@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -310,18 +309,11 @@ typedef struct study {
     double hist[SVG_MAX_SERIES][48];
 } study;
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void progress(study *st, const record *r)
 {
     st->step++;
     fprintf(stderr, "%s[%d/%d %5.1fs] %s S=%lld %s %s %s P %s%s", st->tty ? "\r\033[K" : "", st->step, st->steps,
-            now() - st->t0, data_names[r->data], (long long)r->seqlen, mxfa_model_name(r->model),
+            cli_now() - st->t0, data_names[r->data], (long long)r->seqlen, mxfa_model_name(r->model),
             mxfa_preset_name(r->preset), causal_name(r->causal), mxfa_p_scale_name(r->pscale), st->tty ? "" : "\n");
     fflush(stderr);
 }
@@ -898,7 +890,7 @@ int cmd_study(int argc, char **argv)
     if ((rc = ensure_dir(out_dir)) != 0)
         goto done;
     st.tty = isatty(fileno(stderr));
-    st.t0 = now();
+    st.t0 = cli_now();
     printf("mxfa %s study: %s backend, %s\n", mxfa_version(), mxfa_backend_name(st.ctx),
            demo ? "synthetic data (heads 2, head dim 64)" : "the given tensors");
     leak lk[2];
@@ -921,7 +913,7 @@ int cmd_study(int argc, char **argv)
         fputs("\r\033[K", stderr);
     if (rc)
         goto done;
-    fprintf(stderr, "%d configurations in %.1f s\n", st.nrec, now() - st.t0);
+    fprintf(stderr, "%d configurations in %.1f s\n", st.nrec, cli_now() - st.t0);
 
     if (demo) {
         print_section(&st, "seqlen", "1. error against sequence length (normal data, rceil, const P)");
