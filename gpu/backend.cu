@@ -85,15 +85,10 @@ void close_ctx(mxfa_ctx *ctx)
 
 // ---- staging ----
 
-int64_t esize(mxfa_dtype d)
-{
-    return d == MXFA_F64 ? 8 : d == MXFA_F32 || d == MXFA_I32 ? 4 : d == MXFA_BF16 ? 2 : 1;
-}
-
 // Bytes from a view's base to the end of its last element.
 size_t span_bytes(const mxfa_view &v)
 {
-    return (size_t)(((v.rows - 1) * v.rs + (v.cols - 1) * v.cs + 1) * esize(v.dtype));
+    return (size_t)(((v.rows - 1) * v.rs + (v.cols - 1) * v.cs + 1) * esize((int)v.dtype));
 }
 
 // One call's work: the views it touches, those in host memory copied

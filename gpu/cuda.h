@@ -22,6 +22,12 @@ struct dview {
     int dtype; // mxfa_dtype
 };
 
+// Bytes of one element (the module has its own: it calls nothing in libmxfa).
+__host__ __device__ inline int esize(int dtype)
+{
+    return dtype == MXFA_F64 ? 8 : dtype == MXFA_F32 || dtype == MXFA_I32 ? 4 : dtype == MXFA_BF16 ? 2 : 1;
+}
+
 inline dview dview_of(const mxfa_view &v)
 {
     return {static_cast<uint8_t *>(v.base), v.rows, v.cols, v.rs, v.cs, (int)v.dtype};

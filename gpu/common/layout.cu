@@ -122,8 +122,7 @@ __global__ void unswizzle(const uint8_t *sw, int64_t sw_cols, int axis, const mx
 
 cudaError_t launch_copy(const dview &src, const dview &dst, cudaStream_t stream)
 {
-    const int es = src.dtype == MXFA_F64 ? 8 : src.dtype == MXFA_F32 || src.dtype == MXFA_I32 ? 4
-                 : src.dtype == MXFA_BF16 ? 2 : 1;
+    const int es = esize(src.dtype);
     copy_elems<<<dim3(blocks_for(dst.cols, 256), rows_for(dst.rows)), 256, 0, stream>>>(src, dst, es);
     return cudaGetLastError();
 }

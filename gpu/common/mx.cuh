@@ -1,7 +1,7 @@
 // Device code for the MX formats, integer-exact like the emulator
-// (lib/fp8.c, lib/e8m0.c, cpu/ref/scale_rules.c): FP8 encoding and decoding
-// with a power-of-two scale, the E8M0 scale rules of the presets, bf16
-// rounding. docs/NUMERICS.md is the contract; the cuda backend's tests
+// (lib/fp8.c, lib/e8m0.c, cpu/ref/scale_rules.c): FP8 encoding with a
+// power-of-two scale, the E8M0 scale rules of the presets, bf16 rounding.
+// (Decoding uses the exact fp8x2 -> f16x2 instruction: quantize.cu.) docs/NUMERICS.md is the contract; the cuda backend's tests
 // compare every byte with the ref backend.
 #ifndef MXFA_GPU_MX_CUH
 #define MXFA_GPU_MX_CUH
@@ -193,32 +193,6 @@ __device__ __forceinline__ uint32_t encode4(const fp8_fmt &f, const block_rule &
         return encode4_plain(f, e8m0_reciprocal(r.scale), x[0], x[1], x[2], x[3]);
     return encode_element(f, r, x[0]) | encode_element(f, r, x[1]) << 8 | encode_element(f, r, x[2]) << 16 |
            encode_element(f, r, x[3]) << 24;
-}
-
-// fp32 bits of code * 2^(scale - 127) (mxfa_fp8_decode, and a NaN scale
-// makes the element NaN with its sign): exact, or Inf beyond FLT_MAX.
-__device__ __forceinline__ uint32_t decode_element(const fp8_fmt &f, uint32_t code, uint32_t scale)
-{
-    uint32_t sign = (code >> 7) << 31, mag = code & 0x7Fu;
-    if (scale == 0xFFu)
-        return sign | kF32QNaN;
-    if (f.has_inf) {
-        if (mag == 0x7Cu)
-            return sign | kF32Inf;
-        if (mag > 0x7Cu)
-            return sign | kF32QNaN;
-    } else if (mag == 0x7Fu) {
-        return sign | kF32QNaN;
-    }
-    uint32_t field = mag >> f.mbits, frac = mag & ((1u << f.mbits) - 1u);
-    uint32_t sig = field ? (frac | (1u << f.mbits)) : frac;
-    int ebin = field ? (int)field - 1 + f.emin : f.emin;
-    // sig * 2^(ebin - mbits) is a small exact fp32; the scale 2^(scale-127)
-    // is an exact fp32 (2^-127 a subnormal); their product is exact unless
-    // it overflows, where round-to-nearest gives Inf, as the emulator does.
-    float v = __int2float_rn((int)sig) * __uint_as_float((uint32_t)(ebin - f.mbits + 127) << 23);
-    float s = scale ? __uint_as_float(scale << 23) : __uint_as_float(0x00400000u);
-    return sign | __float_as_uint(__fmul_rn(v, s));
 }
 
 // bf16 of fp32 bits, nearest even; NaN stays a quiet NaN with its sign
