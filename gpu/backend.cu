@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "cuda.h"
+#include "module.cuh"
 
 extern "C" {
 #include "module.h"
@@ -266,10 +266,35 @@ mxfa_status not_yet(mxfa_ctx *ctx, const char *what)
     return fail(ctx, MXFA_ERR_UNSUPPORTED, "the cuda backend does not do %s yet (use the cpu or ref backend)", what);
 }
 
-mxfa_status gemm(mxfa_ctx *ctx, mxfa_model, const mxfa_view *, const mxfa_view *, const mxfa_view *,
-                 const mxfa_view *, const mxfa_view *, const mxfa_view *)
+// The block-scaled product runs on Hopper's wgmma, so the model it
+// computes bit for bit is sm90-fp8; the other models are refused.
+mxfa_status gemm(mxfa_ctx *ctx, mxfa_model model, const mxfa_view *a, const mxfa_view *sa, const mxfa_view *b,
+                 const mxfa_view *sb, const mxfa_view *c, const mxfa_view *d)
 {
-    return not_yet(ctx, "mxfa_gemm");
+    if (model != MXFA_MODEL_SM90_FP8)
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "gemm: the cuda backend computes the sm90-fp8 model only (use the cpu "
+                    "or ref backend for the others)");
+    int major = 0;
+    cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+                                           static_cast<cuda_state *>(ctx->state)->device);
+    if (e != cudaSuccess)
+        return cuda_fail(ctx, e, "gemm");
+    if (major != 9)
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "gemm: the sm90-fp8 product needs a Hopper GPU (wgmma); this device "
+                    "has compute capability %d.x", major);
+    mxfa_view av = *a, sav = *sa, bv = *b, sbv = *sb, dv = *d, cv = *d;
+    // libmxfa lets C and D overlap only as one view
+    const bool in_place = c && c->base == d->base;
+    call k(ctx, "gemm");
+    k.add(&av, false), k.add(&sav, false), k.add(&bv, false), k.add(&sbv, false), k.add(&dv, true);
+    if (c && !in_place) {
+        cv = *c;
+        k.add(&cv, false);
+    }
+    CHECK(k.begin());
+    const dview cd = dview_of(in_place ? dv : cv);
+    return k.finish(launch_gemm_sm90_fp8(dview_of(av), dview_of(sav), dview_of(bv), dview_of(sbv),
+                                         c ? &cd : nullptr, dview_of(dv), k.stream()));
 }
 
 mxfa_status attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *, const mxfa_view_nd *, const mxfa_view_nd *,

@@ -5,7 +5,9 @@
  * Inf, zeros, subnormals, huge values and rounding ties in the data;
  * dequantization to f32 and bf16; jagged quantization; the layouts
  * (transpose, square-scale expansion, swizzle, unswizzle, jagged scatter
- * and gather). Each case runs once on device memory and once on host
+ * and gather); the block-scaled product under sm90-fp8 (every pairing of
+ * E4M3 and E5M2, scales near 1, anywhere and NaN, C absent, separate or
+ * D itself). Each case runs once on device memory and once on host
  * memory (which the backend stages through the device). Every output
  * buffer, including the bytes between strided elements, must match.
  * Reports SKIP where no usable cuda backend is built.
@@ -323,6 +325,161 @@ static int layout_case(int trial, int device, char *what, size_t what_len)
     return good;
 }
 
+/* ---- the block-scaled product under sm90-fp8 ---- */
+
+/* An fp8 code: any finite one, NaN and Inf (E5M2) rare unless calm. */
+static uint8_t fp8_code(mxfa_dtype dt, int calm)
+{
+    uint8_t v = (uint8_t)rng_below(256);
+    if (rng_below(8) == 0)
+        return 0; /* runs of zeros */
+    int special = dt == MXFA_E4M3 ? (v & 0x7F) == 0x7F : (v & 0x7F) >= 0x7C;
+    if (special && (calm || rng_below(64) != 0))
+        v &= 0xBF; /* a finite code of the same sign */
+    return v;
+}
+
+/* A scale: near 2^0, anywhere in E8M0's range (products of two leave fp32's
+ * range: the exact promotion path), or NaN now and then. */
+static uint8_t scale_code(int mode)
+{
+    if (mode == 1)
+        return (uint8_t)rng_below(255);
+    if (mode == 2 && rng_below(100) == 0)
+        return 0xFF;
+    return (uint8_t)(117 + rng_below(21));
+}
+
+static int64_t gemm_dim(int64_t hi)
+{
+    return rng_below(3) == 0 ? 1 + rng_below(40) : 1 + rng_below((uint32_t)hi);
+}
+
+static int gemm_case(int trial, int device, char *what, size_t what_len)
+{
+    const int64_t M = gemm_dim(300), N = gemm_dim(300);
+    const int64_t K = rng_below(3) == 0 ? 1 + rng_below(70) : rng_below(2) ? 32 * (1 + rng_below(24)) : 1 + rng_below(800);
+    const int64_t nkb = (K + 31) / 32;
+    const mxfa_dtype fa = rng_below(2) ? MXFA_E5M2 : MXFA_E4M3, fb = rng_below(2) ? MXFA_E5M2 : MXFA_E4M3;
+    const int calm = rng_below(4) != 0, mode = (int)rng_below(3), cmode = (int)rng_below(3); /* C: none, own, D */
+    const layout2 al = pick_layout(M, K, (int)rng_below(3)), bl = pick_layout(N, K, (int)rng_below(3));
+    const layout2 dl = pick_layout(M, N, (int)rng_below(2));
+    snprintf(what, what_len, "trial %d: M %lld N %lld K %lld, %s x %s, scales %s, C %s, A strides (%lld, %lld), "
+             "B strides (%lld, %lld), %s memory", trial, (long long)M, (long long)N, (long long)K,
+             mxfa_dtype_name(fa), mxfa_dtype_name(fb), mode == 0 ? "near 1" : mode == 1 ? "anywhere" : "with NaN",
+             cmode == 0 ? "none" : cmode == 1 ? "separate" : "is D", (long long)al.rs, (long long)al.cs,
+             (long long)bl.rs, (long long)bl.cs, device ? "device" : "host");
+    buf a = buf_new(al.elements, 0), b = buf_new(bl.elements, 0);
+    buf sa = buf_new((size_t)(M * nkb), 0), sb = buf_new((size_t)(N * nkb), 0);
+    buf c = buf_new(dl.elements * 4, 0);
+    for (size_t i = 0; i < al.elements; i++)
+        a.host[i] = fp8_code(fa, calm);
+    for (size_t i = 0; i < bl.elements; i++)
+        b.host[i] = fp8_code(fb, calm);
+    for (size_t i = 0; i < sa.bytes; i++)
+        sa.host[i] = scale_code(mode);
+    for (size_t i = 0; i < sb.bytes; i++)
+        sb.host[i] = scale_code(mode);
+    for (size_t i = 0; i < dl.elements; i++) {
+        uint32_t v = special_f32();
+        if (calm && (v & 0x7F800000u) == 0x7F800000u)
+            v &= 0x3FFFFFFFu;
+        memcpy(c.host + 4 * i, &v, 4);
+    }
+    buf d[2] = {buf_new(dl.elements * 4, 0xA5), buf_new(dl.elements * 4, 0xA5)};
+    if (cmode == 2)
+        for (int i = 0; i < 2; i++)
+            memcpy(d[i].host, c.host, c.bytes);
+    mxfa_ctx *ctx[2] = {ref, gpu};
+    mxfa_status st[2];
+    for (int i = 0; i < 2; i++) {
+        const int dev = i && device;
+        mxfa_mx A = {t2(&a, dev, fa, M, K, al.rs, al.cs), t2(&sa, dev, MXFA_E8M0, M, nkb, nkb, 1), MXFA_BLOCK_ROW,
+                     MXFA_LAYOUT_COMPACT};
+        mxfa_mx B = {t2(&b, dev, fb, N, K, bl.rs, bl.cs), t2(&sb, dev, MXFA_E8M0, N, nkb, nkb, 1), MXFA_BLOCK_ROW,
+                     MXFA_LAYOUT_COMPACT};
+        mxfa_tensor D = t2(&d[i], dev, MXFA_F32, M, N, dl.rs, dl.cs);
+        mxfa_tensor C = cmode == 1 ? t2(&c, dev, MXFA_F32, M, N, dl.rs, dl.cs) : D;
+        st[i] = mxfa_gemm(ctx[i], &A, &B, cmode ? &C : NULL, MXFA_MODEL_SM90_FP8, &D);
+        if (st[i] != MXFA_OK)
+            snprintf(what + strlen(what), what_len - strlen(what), "; %s: %s", i ? "cuda" : "ref",
+                     mxfa_last_error(ctx[i]));
+    }
+    fetch(&d[1]);
+    int good = st[0] == MXFA_OK && st[1] == MXFA_OK && same(&d[0], &d[1]);
+    if (!good && st[0] == MXFA_OK && st[1] == MXFA_OK)
+        for (size_t i = 0; i < dl.elements; i++)
+            if (memcmp(d[0].host + 4 * i, d[1].host + 4 * i, 4)) {
+                uint32_t x, y;
+                memcpy(&x, d[0].host + 4 * i, 4), memcpy(&y, d[1].host + 4 * i, 4);
+                snprintf(what + strlen(what), what_len - strlen(what), "; first difference at element %zu: ref "
+                         "%08x, cuda %08x", i, (unsigned)x, (unsigned)y);
+                break;
+            }
+    buf_free(&a), buf_free(&b), buf_free(&sa), buf_free(&sb), buf_free(&c);
+    buf_free(&d[0]), buf_free(&d[1]);
+    return good;
+}
+
+/* Whether the device runs the sm90-fp8 product: a one-element product
+ * either runs or is refused for want of a Hopper GPU. */
+static int gpu_is_hopper(void)
+{
+    uint8_t a[32] = {0x38}, s[1] = {127};
+    float d[1] = {0};
+    mxfa_mx A = {mxfa_tensor_2d(a, MXFA_E4M3, 1, 32), mxfa_tensor_2d(s, MXFA_E8M0, 1, 1), MXFA_BLOCK_ROW,
+                 MXFA_LAYOUT_COMPACT};
+    mxfa_tensor D = mxfa_tensor_2d(d, MXFA_F32, 1, 1);
+    mxfa_status st = mxfa_gemm(gpu, &A, &A, NULL, MXFA_MODEL_SM90_FP8, &D);
+    if (st == MXFA_ERR_UNSUPPORTED && strstr(mxfa_last_error(gpu), "Hopper"))
+        return 0;
+    ok(st == MXFA_OK && d[0] == 1.0f, "a one-element product on the GPU: 1 * 1 = %g (%s)", (double)d[0],
+       st == MXFA_OK ? "ok" : mxfa_last_error(gpu));
+    return 1;
+}
+
+/* Many tiles, many turns of the kernel's ring of stages and a ragged K:
+ * against the cpu backend, which t-cpu holds to ref's bits,
+ * because ref would take minutes here. */
+static void big_gemm(void)
+{
+    const int64_t M = 700, N = 900, K = 2085, nkb = (K + 31) / 32;
+    mxfa_ctx *cpu;
+    if (mxfa_open(&cpu, "cpu") != MXFA_OK) {
+        ok(0, "open cpu: %s", mxfa_last_error(cpu));
+        return;
+    }
+    buf a = buf_new((size_t)(M * K), 0), b = buf_new((size_t)(N * K), 0);
+    buf sa = buf_new((size_t)(M * nkb), 0), sb = buf_new((size_t)(N * nkb), 0);
+    buf d[2] = {buf_new((size_t)(M * N) * 4, 0), buf_new((size_t)(M * N) * 4, 0)};
+    for (size_t i = 0; i < a.bytes; i++)
+        a.host[i] = fp8_code(MXFA_E4M3, 1);
+    for (size_t i = 0; i < b.bytes; i++)
+        b.host[i] = fp8_code(MXFA_E4M3, 1);
+    for (size_t i = 0; i < sa.bytes; i++)
+        sa.host[i] = scale_code(0);
+    for (size_t i = 0; i < sb.bytes; i++)
+        sb.host[i] = scale_code(0);
+    mxfa_ctx *ctx[2] = {cpu, gpu};
+    int good = 1;
+    for (int i = 0; i < 2; i++) {
+        mxfa_mx A = {t2(&a, i, MXFA_E4M3, M, K, K, 1), t2(&sa, i, MXFA_E8M0, M, nkb, nkb, 1), MXFA_BLOCK_ROW,
+                     MXFA_LAYOUT_COMPACT};
+        mxfa_mx B = {t2(&b, i, MXFA_E4M3, N, K, K, 1), t2(&sb, i, MXFA_E8M0, N, nkb, nkb, 1), MXFA_BLOCK_ROW,
+                     MXFA_LAYOUT_COMPACT};
+        mxfa_tensor D = t2(&d[i], i, MXFA_F32, M, N, N, 1);
+        if (mxfa_gemm(ctx[i], &A, &B, NULL, MXFA_MODEL_SM90_FP8, &D) != MXFA_OK) {
+            diag("%s: %s", i ? "cuda" : "cpu", mxfa_last_error(ctx[i]));
+            good = 0;
+        }
+    }
+    fetch(&d[1]);
+    ok(good && same(&d[0], &d[1]), "gemm %lld x %lld x %lld in device memory: every bit as the cpu backend's",
+       (long long)M, (long long)N, (long long)K);
+    buf_free(&a), buf_free(&b), buf_free(&sa), buf_free(&sb), buf_free(&d[0]), buf_free(&d[1]);
+    mxfa_close(cpu);
+}
+
 typedef int (*case_fn)(int trial, int device, char *what, size_t what_len);
 
 static void run_cases(const char *name, case_fn f, int n)
@@ -348,6 +505,12 @@ int main(void)
     run_cases("quantize and dequantize", quantize_case, 400);
     run_cases("jagged quantize, scatter and gather", jagged_case, 100);
     run_cases("transpose, expand, swizzle and unswizzle", layout_case, 100);
+    if (gpu_is_hopper()) {
+        run_cases("gemm under sm90-fp8", gemm_case, 60);
+        big_gemm();
+    } else {
+        skip("gemm under sm90-fp8: the device is not a Hopper GPU");
+    }
 
     /* a large aligned matrix: the vector path of row blocks */
     {
@@ -387,12 +550,18 @@ int main(void)
         ok(st == MXFA_ERR_INVALID && strstr(mxfa_last_error(gpu), "device"),
            "host memory declared as device memory -> %s (%s)", mxfa_strerror(st), mxfa_last_error(gpu));
         uint8_t a[64] = {0}, sa[2] = {127, 127};
-        float dd[1];
+        float dd[1] = {1.0f};
         mxfa_mx A = {mxfa_tensor_2d(a, MXFA_E4M3, 1, 64), mxfa_tensor_2d(sa, MXFA_E8M0, 1, 2), MXFA_BLOCK_ROW,
                      MXFA_LAYOUT_COMPACT};
         mxfa_tensor D = mxfa_tensor_2d(dd, MXFA_F32, 1, 1);
-        st = mxfa_gemm(gpu, &A, &A, NULL, MXFA_MODEL_SM90_FP8, &D);
-        ok(st == MXFA_ERR_UNSUPPORTED, "what the backend does not do yet is refused: %s", mxfa_last_error(gpu));
+        st = mxfa_gemm(gpu, &A, &A, NULL, MXFA_MODEL_SM100, &D);
+        ok(st == MXFA_ERR_UNSUPPORTED && dd[0] == 1.0f, "a model the backend does not compute is refused: %s",
+           mxfa_last_error(gpu));
+        uint16_t h16[16] = {0};
+        mxfa_tensor H = mxfa_tensor_2d(h16, MXFA_BF16, 1, 16);
+        st = mxfa_mma_chain(gpu, MXFA_INSTR_SM90_WGMMA_BF16, &H, &H, NULL, &D);
+        ok(st == MXFA_ERR_UNSUPPORTED && dd[0] == 1.0f, "what the backend does not do yet is refused: %s",
+           mxfa_last_error(gpu));
         ok(mxfa_synchronize(gpu) == MXFA_OK, "the stream ends without an error");
     }
     mxfa_close(ref);

@@ -22,12 +22,20 @@ typedef struct dev_bench {
     int op;
 } dev_bench;
 
-enum { OP_COPY, OP_Q_ROW, OP_Q_ROW_BF16, OP_Q_COL, OP_Q_SQUARE, OP_Q_ROW_MX, OP_DQ_ROW, OP_DQ_ROW_BF16, OP_SWIZZLE, NOPS };
+enum {
+    OP_COPY, OP_Q_ROW, OP_Q_ROW_BF16, OP_Q_COL, OP_Q_SQUARE, OP_Q_ROW_MX, OP_DQ_ROW, OP_DQ_ROW_BF16, OP_SWIZZLE,
+    OP_GEMM, /* not a copy: reported in TFLOP/s */
+    NOPS
+};
+
+/* The product: the first GEMM_N rows of the quantized matrix times the next
+ * GEMM_N, K = GEMM_N. */
+#define GEMM_N 8192
 
 static const char *const op_name[NOPS] = {
     "device copy (the ceiling)", "quantize row f32->e4m3 rceil", "quantize row bf16->e4m3 rceil",
     "quantize col f32->e4m3 rceil", "quantize square f32->e4m3 rceil", "quantize row f32->e4m3 microxcaling",
-    "dequantize row e4m3->f32", "dequantize row e4m3->bf16", "swizzle row scales"};
+    "dequantize row e4m3->f32", "dequantize row e4m3->bf16", "swizzle row scales", "gemm sm90-fp8"};
 
 static mxfa_tensor dev2(void *p, mxfa_dtype dt, int64_t rows, int64_t cols)
 {
@@ -68,6 +76,16 @@ static mxfa_status run(dev_bench *b)
     case OP_DQ_ROW_BF16: {
         mxfa_tensor o = dev2(b->out, b->op == OP_DQ_ROW ? MXFA_F32 : MXFA_BF16, ROWS, COLS);
         return mxfa_dequantize(b->ctx, &q, &o);
+    }
+    case OP_GEMM: {
+        const int64_t n = GEMM_N, nkb = GEMM_N / 32;
+        uint8_t *codes = b->codes, *scales = b->scales;
+        mxfa_mx A = {dev2(codes, MXFA_E4M3, n, n), dev2(scales, MXFA_E8M0, n, nkb), MXFA_BLOCK_ROW,
+                     MXFA_LAYOUT_COMPACT};
+        mxfa_mx B = {dev2(codes + n * n, MXFA_E4M3, n, n), dev2(scales + n * nkb, MXFA_E8M0, n, nkb),
+                     MXFA_BLOCK_ROW, MXFA_LAYOUT_COMPACT};
+        mxfa_tensor d = dev2(b->out, MXFA_F32, n, n);
+        return mxfa_gemm(b->ctx, &A, &B, NULL, MXFA_MODEL_SM90_FP8, &d);
     }
     case OP_SWIZZLE: {
         int64_t wr, wc;
@@ -138,10 +156,13 @@ int bench_device(const char *cmd, mxfa_ctx *ctx, int reps)
                "written\n", mxfa_version(), mxfa_backend_name(ctx), ROWS, COLS);
         printf("%-40s %10s %12s %10s\n", "operation", "GB/s", "of the copy", "ms");
         const double copy_rate = op_bytes(OP_COPY) / secs[OP_COPY];
-        for (int op = 0; op < NOPS; op++) {
+        for (int op = 0; op < OP_GEMM; op++) {
             double rate = op_bytes(op) / secs[op];
             printf("%-40s %10.1f %11.0f%% %10.4f\n", op_name[op], rate / 1e9, 100 * rate / copy_rate, secs[op] * 1e3);
         }
+        const double flops = 2.0 * GEMM_N * GEMM_N * GEMM_N;
+        printf("%-40s %10.1f %12s %10.4f   (TFLOP/s: %d^3, e4m3 of the matrix above, row scales)\n",
+               op_name[OP_GEMM], flops / secs[OP_GEMM] / 1e12, "", secs[OP_GEMM] * 1e3, GEMM_N);
     }
     for (int i = 0; i < 7; i++)
         mxfa_device_free(ctx, *bufs[i]);

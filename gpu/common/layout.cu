@@ -1,7 +1,7 @@
 // Byte permutations of the cuda backend, as cpu/ref/layout.c defines them:
 // element copies between views (the transposes), square-scale expansion,
 // and the swizzled scale layout with its jagged scatter and gather.
-#include "cuda.h"
+#include "module.cuh"
 
 namespace mxfa_gpu {
 namespace {

@@ -16,7 +16,7 @@
 // (sequence). Dequantization converts codes in pairs to f16 (exact) and
 // multiplies by the scale, which is exact too (or overflows to Inf, as the
 // emulator does); NaN is written as the emulator writes it.
-#include "cuda.h"
+#include "module.cuh"
 #include "mx.cuh"
 
 namespace mxfa_gpu {

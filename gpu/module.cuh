@@ -2,8 +2,8 @@
 // launchers share. libmxfa has checked every argument before a backend
 // operation is called; views here point into device memory (host tensors
 // are staged by backend.cu before the launchers see them).
-#ifndef MXFA_GPU_CUDA_H
-#define MXFA_GPU_CUDA_H
+#ifndef MXFA_GPU_MODULE_CUH
+#define MXFA_GPU_MODULE_CUH
 
 #include <cstdint>
 
@@ -39,6 +39,12 @@ cudaError_t launch_quantize(const dview &x, const mxfa_segment *segs, int nsegs,
                             const dview &data, const dview &scales, cudaStream_t stream);
 cudaError_t launch_dequantize(const dview &data, const dview &scales, int block, const dview &out,
                               cudaStream_t stream);
+
+// D = A * B^T + C under the sm90-fp8 model (gpu/sm90/gemm_fp8.cu), on a
+// Hopper GPU: A [M, K] and B [N, K] E4M3 or E5M2 with their E8M0 scales
+// [rows, ceil(K / 32)]; c may be NULL or D itself.
+cudaError_t launch_gemm_sm90_fp8(const dview &a, const dview &sa, const dview &b, const dview &sb, const dview *c,
+                                 const dview &d, cudaStream_t stream);
 
 // Byte permutations (gpu/common/layout.cu).
 cudaError_t launch_copy(const dview &src, const dview &dst, cudaStream_t stream);
