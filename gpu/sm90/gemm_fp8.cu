@@ -15,7 +15,7 @@
 // kernel: BENCHMARKS.md has the measurements.
 //
 // The scale 2^(sa + sb) is the product of two floats 2^sa and 2^sb, exact
-// while sa + sb lies in [-149, 127]. A block whose scales may leave that
+// while sa + sb lies in [-149, 127]. A product whose scales may leave that
 // range (known before the launch from each block column's extreme
 // exponents) is promoted through a double fma instead, which is exact: the
 // sum of two values of 24 significant bits rounded to 53 bits and then to 24
@@ -156,7 +156,7 @@ __device__ __forceinline__ void fence_regs(float (&d)[64])
 {
 #pragma unroll
     for (int i = 0; i < 64; i++)
-        asm volatile("" : "+f"(d[i])::"memory");
+        asm volatile("" : "+f"(d[i]));
 }
 
 // acc = fma(p, 2^(sa + sb), acc) with a = 2^sa, b = 2^sb: see the top of the file.
@@ -182,7 +182,7 @@ template <int TA, int TB>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_fp8(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                   const __grid_constant__ CUtensorMap map_sa, const __grid_constant__ CUtensorMap map_sb,
-                  const scale_range *__restrict__ ranges, int64_t M, int64_t N, int nkb, const float *c,
+                  const int *in_range, int64_t M, int64_t N, int nkb, const float *c,
                   int64_t c_rs, int64_t c_cs, float *d, int64_t d_rs, int64_t d_cs, int tiles_m, int tiles_n)
 {
 #ifdef MXFA_SM90_CODE
@@ -223,6 +223,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
     const int wg = warp / 4, w = warp % 4, g = lane / 4, t = lane % 4;
     const int row0 = wg * 64 + w * 16 + g; // in the tile; the other row is row0 + 8
+    // one load, before the loop: a global load in it would stall every block
+    const bool exact = *in_range != 0;
     float acc[64];
 #pragma unroll
     for (int i = 0; i < 64; i++) {
@@ -248,10 +250,6 @@ __global__ void __launch_bounds__(THREADS, 1)
         const int ks = k / KB, kb = k % KB;
         stage &st = sh.st[ks % STAGES];
         fence_regs(p);
-        const scale_range rg = ranges[k];
-        // 2^(sa + sb) exact as a float product for every pair of this block column
-        const bool exact =
-            rg.max_e[0] + rg.max_e[1] <= 254u + 127u && 510u - rg.inv_min_e[0] - rg.inv_min_e[1] >= 254u - 149u;
         const float a0 = st.sa[kb][row0], a1 = st.sa[kb][row0 + 8];
         const float *sb = &st.sb[kb][2 * t];
         if (exact) {
@@ -342,6 +340,21 @@ __global__ void prepare_scales(const uint8_t *s, int64_t rows, int nkb, int64_t 
         }
         __syncthreads();
     }
+}
+
+// in_range = whether 2^(sa + sb) is a float product for every pair of
+// scales of every block column: then the whole product takes the fast
+// promotion. One block, after both prepare_scales.
+__global__ void scales_in_range(const scale_range *ranges, int nkb, int *in_range)
+{
+    int ok = 1;
+    for (int k = (int)threadIdx.x; k < nkb; k += (int)blockDim.x) {
+        const scale_range rg = ranges[k];
+        ok &= rg.max_e[0] + rg.max_e[1] <= 254u + 127u && 510u - rg.inv_min_e[0] - rg.inv_min_e[1] >= 254u - 149u;
+    }
+    ok = __syncthreads_and(ok);
+    if (threadIdx.x == 0)
+        *in_range = ok;
 }
 
 // ---- host side ----
@@ -451,6 +464,11 @@ cudaError_t launch_gemm_sm90_fp8(const dview &a, const dview &sa, const dview &b
     CUtensorMap maps[4];
     memset(maps, 0, sizeof maps);
     scale_range *ranges = nullptr;
+    int *in_range = nullptr;
+    if ((e = mem.get(&in_range, sizeof(int))) != cudaSuccess)
+        return e;
+    if (nkb == 0 && (e = cudaMemsetAsync(in_range, 0, sizeof(int), stream)) != cudaSuccess)
+        return e;
     if (nkb > 0) {
         const uint8_t *pa, *pb;
         int64_t a_rs, b_rs;
@@ -469,6 +487,7 @@ cudaError_t launch_gemm_sm90_fp8(const dview &a, const dview &sa, const dview &b
                                                                                  Mp, ranges, 0);
         prepare_scales<<<dim3((unsigned)(Np / 32), kchunks), block, 0, stream>>>(sb.base, N, nkb, sb.rs, sb.cs, fb,
                                                                                  Np, ranges, 1);
+        scales_in_range<<<1, 1024, 0, stream>>>(ranges, nkb, in_range);
         if ((e = cudaGetLastError()) != cudaSuccess ||
             (e = tensor_map(&maps[0], CU_TENSOR_MAP_DATA_TYPE_UINT8, pa, (uint64_t)K, (uint64_t)M, (uint64_t)a_rs,
                             BK, BM, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
@@ -490,7 +509,7 @@ cudaError_t launch_gemm_sm90_fp8(const dview &a, const dview &sa, const dview &b
         if ((e = set_smem_limit<TA, TB>()) != cudaSuccess)                                                         \
             return e;                                                                                              \
         gemm_sm90_fp8<TA, TB><<<grid, THREADS, SMEM_BYTES, stream>>>(                                          \
-            maps[0], maps[1], maps[2], maps[3], ranges, M, N, nkb, cp, c ? c->rs : 0, c ? c->cs : 0, dp, d.rs,    \
+            maps[0], maps[1], maps[2], maps[3], in_range, M, N, nkb, cp, c ? c->rs : 0, c ? c->cs : 0, dp, d.rs,    \
             d.cs, tiles_m, tiles_n);                                                                               \
     } while (0)
     if (!ta && !tb)
