@@ -112,52 +112,40 @@ static mxfa_status check_attn(mxfa_ctx *ctx, const char *fn, const mxfa_attn_par
     return MXFA_OK;
 }
 
-static mxfa_status attn_fwd_in_env(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
-                                   const mxfa_tensor *k, const mxfa_tensor *v, const int32_t *cu_seqlens_q,
-                                   const int32_t *cu_seqlens_k, int batch, mxfa_tensor *o, mxfa_tensor *lse)
+/* The forward pass: on the context's backend, or (truth) the float64
+ * reference of the same algorithm. */
+static mxfa_status attn_fwd_in_env(mxfa_ctx *ctx, const char *fn, int truth, const mxfa_attn_params *p,
+                                   const mxfa_tensor *q, const mxfa_tensor *k, const mxfa_tensor *v,
+                                   const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k, int batch, mxfa_tensor *o,
+                                   mxfa_tensor *lse)
 {
     mxfa_attn_params r;
     int32_t dq[2], dk[2];
     mxfa_view_nd views[5];
     if (ctx && !o)
-        return mxfa_fail(ctx, MXFA_ERR_NULL, "mxfa_attn_fwd: o is NULL");
-    CHECK(check_attn(ctx, "mxfa_attn_fwd", p, q, k, v, &cu_seqlens_q, &cu_seqlens_k, batch, o, lse, 0, &r, dq, dk,
-                     views));
+        return mxfa_fail(ctx, MXFA_ERR_NULL, "%s: o is NULL", fn);
+    CHECK(check_attn(ctx, fn, p, q, k, v, &cu_seqlens_q, &cu_seqlens_k, batch, o, lse, truth, &r, dq, dk, views));
     if (cu_seqlens_q == dq)
         batch = 1;
-    return ctx->backend->attn_fwd(ctx, &r, &views[0], &views[1], &views[2], cu_seqlens_q, cu_seqlens_k, batch,
-                                  &views[3], lse ? &views[4] : NULL);
+    return (truth ? mxfa_truth_attn_fwd : ctx->backend->attn_fwd)(ctx, &r, &views[0], &views[1], &views[2],
+                                                                  cu_seqlens_q, cu_seqlens_k, batch, &views[3],
+                                                                  lse ? &views[4] : NULL);
 }
 
 MXFA_API mxfa_status mxfa_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
                                    const mxfa_tensor *k, const mxfa_tensor *v, const int32_t *cu_seqlens_q,
                                    const int32_t *cu_seqlens_k, int batch, mxfa_tensor *o, mxfa_tensor *lse)
 {
-    MXFA_RETURN_IN_DEFAULT_FPENV(attn_fwd_in_env(ctx, p, q, k, v, cu_seqlens_q, cu_seqlens_k, batch, o, lse));
-}
-
-static mxfa_status attn_fwd_f64_in_env(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
-                                       const mxfa_tensor *k, const mxfa_tensor *v, const int32_t *cu_seqlens_q,
-                                       const int32_t *cu_seqlens_k, int batch, mxfa_tensor *o, mxfa_tensor *lse)
-{
-    mxfa_attn_params r;
-    int32_t dq[2], dk[2];
-    mxfa_view_nd views[5];
-    if (ctx && !o)
-        return mxfa_fail(ctx, MXFA_ERR_NULL, "mxfa_attn_fwd_f64: o is NULL");
-    CHECK(check_attn(ctx, "mxfa_attn_fwd_f64", p, q, k, v, &cu_seqlens_q, &cu_seqlens_k, batch, o, lse, 1, &r, dq,
-                     dk, views));
-    if (cu_seqlens_q == dq)
-        batch = 1;
-    return mxfa_truth_attn_fwd(ctx, &r, &views[0], &views[1], &views[2], cu_seqlens_q, cu_seqlens_k, batch,
-                               &views[3], lse ? &views[4] : NULL);
+    MXFA_RETURN_IN_DEFAULT_FPENV(
+        attn_fwd_in_env(ctx, "mxfa_attn_fwd", 0, p, q, k, v, cu_seqlens_q, cu_seqlens_k, batch, o, lse));
 }
 
 MXFA_API mxfa_status mxfa_attn_fwd_f64(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
                                        const mxfa_tensor *k, const mxfa_tensor *v, const int32_t *cu_seqlens_q,
                                        const int32_t *cu_seqlens_k, int batch, mxfa_tensor *o, mxfa_tensor *lse)
 {
-    MXFA_RETURN_IN_DEFAULT_FPENV(attn_fwd_f64_in_env(ctx, p, q, k, v, cu_seqlens_q, cu_seqlens_k, batch, o, lse));
+    MXFA_RETURN_IN_DEFAULT_FPENV(
+        attn_fwd_in_env(ctx, "mxfa_attn_fwd_f64", 1, p, q, k, v, cu_seqlens_q, cu_seqlens_k, batch, o, lse));
 }
 
 /* The backward pass's own tensors: dO (and O, LSE unless truth) as inputs,
