@@ -22,6 +22,7 @@
 // cannot land on a float midpoint it did not start on.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -32,10 +33,13 @@ namespace mxfa_gpu {
 namespace {
 
 constexpr int BM = 128, BN = 128, BK = 128, STAGES = 6, KB = BK / 32; // KB: MX blocks a stage
-constexpr int WARPGROUPS = 2, THREADS = WARPGROUPS * 128;
+// A producer warpgroup and two consumers; setmaxnreg moves registers from
+// the producer to the consumers (PRODUCER_REGS).
+constexpr int CONSUMERS = 2, THREADS = (CONSUMERS + 1) * 128;
 constexpr uint32_t NAN_BITS = 0x7FFFFFFFu;
 
-struct __align__(1024) stage {
+struct __align__(1024) stage
+{
     uint8_t a[BM * BK]; // 128 rows of 128 bytes, 128-byte swizzle
     uint8_t b[BN * BK];
     float sa[KB][BM]; // 2^(scale - 127) of A's rows, per MX block
@@ -62,6 +66,11 @@ struct alignas(16) scale_range {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
 #define MXFA_SM90_CODE 1
 
+// setmaxnreg: the producer gives back exactly what the consumers take,
+// (168 - 24) * 128 = (240 - 168) * 256 registers, 168 being what the launch
+// gives each of the 384 threads.
+constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
+
 // ---- PTX wrappers ----
 
 __device__ __forceinline__ uint32_t smem_addr(const void *p)
@@ -76,8 +85,7 @@ __device__ __forceinline__ void bar_init(uint64_t *b, uint32_t count)
 
 __device__ __forceinline__ void bar_expect(uint64_t *b, uint32_t bytes)
 {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(b)), "r"(bytes)
-                 : "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(b)), "r"(bytes) : "memory");
 }
 
 __device__ __forceinline__ void bar_arrive(uint64_t *b)
@@ -114,29 +122,30 @@ __device__ __forceinline__ uint64_t desc_sw128(const void *p)
            (uint64_t)1 << 62;
 }
 
-#define MXFA_WGMMA_REGS                                                                                            \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                      \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                             \
-    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                             \
+#define MXFA_WGMMA_REGS                                                                                                \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                          \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                                 \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                                 \
     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
-#define MXFA_WGMMA_OUT(d)                                                                                          \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),   \
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),     \
-        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),    \
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),    \
-        "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),    \
-        "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),    \
-        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),    \
-        "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-#define MXFA_WGMMA_K32(types, d, da, db)                                                                           \
-    asm volatile("{\n.reg .pred zero_acc;\nsetp.ne.b32 zero_acc, %66, 0;\n"                                      \
-                 "wgmma.mma_async.sync.aligned.m64n128k32.f32." types " " MXFA_WGMMA_REGS                         \
-                 ", %64, %65, zero_acc, 1, 1;\n}\n"                                                                \
-                 : MXFA_WGMMA_OUT(d)                                                                               \
-                 : "l"(da), "l"(db), "n"(0)                                                                        \
+#define MXFA_WGMMA_OUT(d)                                                                                              \
+    "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]), "=f"(d[8]),        \
+        "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]), "=f"(d[16]),         \
+        "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]), "=f"(d[24]),        \
+        "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31]), "=f"(d[32]),        \
+        "=f"(d[33]), "=f"(d[34]), "=f"(d[35]), "=f"(d[36]), "=f"(d[37]), "=f"(d[38]), "=f"(d[39]), "=f"(d[40]),        \
+        "=f"(d[41]), "=f"(d[42]), "=f"(d[43]), "=f"(d[44]), "=f"(d[45]), "=f"(d[46]), "=f"(d[47]), "=f"(d[48]),        \
+        "=f"(d[49]), "=f"(d[50]), "=f"(d[51]), "=f"(d[52]), "=f"(d[53]), "=f"(d[54]), "=f"(d[55]), "=f"(d[56]),        \
+        "=f"(d[57]), "=f"(d[58]), "=f"(d[59]), "=f"(d[60]), "=f"(d[61]), "=f"(d[62]), "=f"(d[63])
+#define MXFA_WGMMA_K32(types, d, da, db)                                                                               \
+    asm volatile("{\n.reg .pred zero_acc;\nsetp.ne.b32 zero_acc, %66, 0;\n"                                            \
+                 "wgmma.mma_async.sync.aligned.m64n128k32.f32." types " " MXFA_WGMMA_REGS                              \
+                 ", %64, %65, zero_acc, 1, 1;\n}\n"                                                                    \
+                 : MXFA_WGMMA_OUT(d)                                                                                   \
+                 : "l"(da), "l"(db), "n"(0)                                                                            \
                  : "memory")
 
 // One m64n128k32 product into a zero accumulator (scale-d 0): d = A * B^T.
+// The outputs are write-only: what d held before is not an input.
 // TA, TB: 0 for e4m3, 1 for e5m2.
 template <int TA, int TB> __device__ __forceinline__ void wgmma_k32(float (&d)[64], uint64_t da, uint64_t db)
 {
@@ -151,7 +160,7 @@ template <int TA, int TB> __device__ __forceinline__ void wgmma_k32(float (&d)[6
 }
 
 // Registers the asynchronous wgmma writes: nothing that reads them may be
-// moved across the wait (the empty asm ties each one to it).
+// moved above the wait (the empty asm, after it, ties each one to it).
 __device__ __forceinline__ void fence_regs(float (&d)[64])
 {
 #pragma unroll
@@ -165,7 +174,7 @@ __device__ __forceinline__ float promote_fast(float p, float a, float b, float a
     return fmaf(p, a * b, acc);
 }
 
-__device__ __noinline__ float promote_wide(float p, float a, float b, float acc)
+__device__ __forceinline__ float promote_wide(float p, float a, float b, float acc)
 {
     float r = __double2float_rn(fma((double)p, (double)a * (double)b, (double)acc));
     return r != r ? __uint_as_float(NAN_BITS) : r;
@@ -178,14 +187,18 @@ __device__ __noinline__ float promote_wide(float p, float a, float b, float acc)
 // Accumulator fragment of m64n128 (per warpgroup):
 // element i of warp w, lane (g = lane / 4, t = lane % 4) is row
 // 16w + g + 8 * ((i / 2) % 2), column 8 * (i / 4) + 2t + i % 2.
-template <int TA, int TB>
+template <int TA, int TB, bool EXACT_IN_FLOAT>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_fp8(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                   const __grid_constant__ CUtensorMap map_sa, const __grid_constant__ CUtensorMap map_sb,
-                  const int *in_range, int64_t M, int64_t N, int nkb, const float *c,
-                  int64_t c_rs, int64_t c_cs, float *d, int64_t d_rs, int64_t d_cs, int tiles_m, int tiles_n)
+                  const int *in_range, int64_t M, int64_t N, int nkb, const float *c, int64_t c_rs, int64_t c_cs,
+                  float *d, int64_t d_rs, int64_t d_cs, int tiles_m, int tiles_n)
 {
 #ifdef MXFA_SM90_CODE
+    // Two launches, one for each way of promoting: the one that does not
+    // match the scales ends here.
+    if ((*in_range != 0) != EXACT_IN_FLOAT)
+        return;
     extern __shared__ uint8_t raw[]; // sizeof(shared) + 1024 bytes: 128-byte swizzle needs 1024-byte alignment
     shared &sh = *reinterpret_cast<shared *>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~(uintptr_t)1023);
     const int nks = (nkb + KB - 1) / KB;
@@ -199,32 +212,32 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
             bar_init(&sh.full[s], 1);
-            bar_init(&sh.empty[s], WARPGROUPS * 4);
+            bar_init(&sh.empty[s], CONSUMERS * 128);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
 
-    // stage ks into its slot, once every warp has released the slot
-    auto produce = [&](int ks) {
-        const int s = ks % STAGES;
-        if (ks >= STAGES)
-            bar_wait(&sh.empty[s], ((ks / STAGES) - 1) & 1);
-        bar_expect(&sh.full[s], sizeof(stage)); // the bytes of its four copies
-        tma_load(sh.st[s].a, &map_a, ks * BK, (int)m0, &sh.full[s]);
-        tma_load(sh.st[s].b, &map_b, ks * BK, (int)n0, &sh.full[s]);
-        tma_load(sh.st[s].sa, &map_sa, (int)m0, ks * KB, &sh.full[s]);
-        tma_load(sh.st[s].sb, &map_sb, (int)n0, ks * KB, &sh.full[s]);
-    };
-    if (threadIdx.x == 0)
-        for (int ks = 0; ks < min(nks, STAGES); ks++)
-            produce(ks);
-
     const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
-    const int wg = warp / 4, w = warp % 4, g = lane / 4, t = lane % 4;
+    if (warp < 4) { // the producer warpgroup: its first thread streams the stages
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PRODUCER_REGS));
+        if (threadIdx.x == 0)
+            for (int ks = 0; ks < nks; ks++) {
+                const int s = ks % STAGES;
+                if (ks >= STAGES)
+                    bar_wait(&sh.empty[s], ((ks / STAGES) - 1) & 1);
+                bar_expect(&sh.full[s], sizeof(stage)); // the bytes of its four copies
+                tma_load(sh.st[s].a, &map_a, ks * BK, (int)m0, &sh.full[s]);
+                tma_load(sh.st[s].b, &map_b, ks * BK, (int)n0, &sh.full[s]);
+                tma_load(sh.st[s].sa, &map_sa, (int)m0, ks * KB, &sh.full[s]);
+                tma_load(sh.st[s].sb, &map_sb, (int)n0, ks * KB, &sh.full[s]);
+            }
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(CONSUMER_REGS));
+
+    const int wg = warp / 4 - 1, w = warp % 4, g = lane / 4, t = lane % 4;
     const int row0 = wg * 64 + w * 16 + g; // in the tile; the other row is row0 + 8
-    // one load, before the loop: a global load in it would stall every block
-    const bool exact = *in_range != 0;
     float acc[64];
 #pragma unroll
     for (int i = 0; i < 64; i++) {
@@ -233,67 +246,69 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
 
     // Block k's product goes into one of two partials while block k - 1's
-    // is promoted from the other, so the tensor cores never wait for the
-    // promotion of this warpgroup (nor for the other one's).
-    float part0[64] = {}, part1[64] = {};
+    // is promoted from the other, so the tensor cores need not wait for the
+    // promotion of this warpgroup (nor for the other one's). ptxas
+    // serializes every wgmma when an instruction other than a wgmma touches
+    // the registers of one in flight, or a branch it cannot prove uniform
+    // runs meanwhile: hence the write-only wgmma outputs, the producer in a
+    // warpgroup of its own, every thread arriving on the empty barriers, and
+    // the choice of promotion made per launch.
+    float part0[64], part1[64];
     auto issue = [&](float(&p)[64], int k) { // block k's product into p
         const int ks = k / KB, kb = k % KB;
         stage &st = sh.st[ks % STAGES];
         if (kb == 0)
             bar_wait(&sh.full[ks % STAGES], (ks / STAGES) & 1);
-        fence_regs(p);
         asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
         wgmma_k32<TA, TB>(p, desc_sw128(st.a + wg * 64 * BK + kb * 32), desc_sw128(st.b + kb * 32));
         asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
     };
-    auto promote = [&](float(&p)[64], int k) { // block k's partial into acc, then its stage released
+    auto promote = [&](float(&p)[64], int k) { // block k's partial into acc; its stage released after its last
         const int ks = k / KB, kb = k % KB;
         stage &st = sh.st[ks % STAGES];
         fence_regs(p);
         const float a0 = st.sa[kb][row0], a1 = st.sa[kb][row0 + 8];
         const float *sb = &st.sb[kb][2 * t];
-        if (exact) {
 #pragma unroll
-            for (int j = 0; j < 16; j++) {
-                const float2 b = *reinterpret_cast<const float2 *>(sb + 8 * j);
+        for (int j = 0; j < 16; j++) {
+            const float2 b = *reinterpret_cast<const float2 *>(sb + 8 * j);
+            if constexpr (EXACT_IN_FLOAT) {
                 acc[4 * j + 0] = promote_fast(p[4 * j + 0], a0, b.x, acc[4 * j + 0]);
                 acc[4 * j + 1] = promote_fast(p[4 * j + 1], a0, b.y, acc[4 * j + 1]);
                 acc[4 * j + 2] = promote_fast(p[4 * j + 2], a1, b.x, acc[4 * j + 2]);
                 acc[4 * j + 3] = promote_fast(p[4 * j + 3], a1, b.y, acc[4 * j + 3]);
-            }
-        } else {
-            for (int j = 0; j < 16; j++) {
-                const float2 b = *reinterpret_cast<const float2 *>(sb + 8 * j);
+            } else {
                 acc[4 * j + 0] = promote_wide(p[4 * j + 0], a0, b.x, acc[4 * j + 0]);
                 acc[4 * j + 1] = promote_wide(p[4 * j + 1], a0, b.y, acc[4 * j + 1]);
                 acc[4 * j + 2] = promote_wide(p[4 * j + 2], a1, b.x, acc[4 * j + 2]);
                 acc[4 * j + 3] = promote_wide(p[4 * j + 3], a1, b.y, acc[4 * j + 3]);
             }
         }
-        if (kb == KB - 1 || k == nkb - 1) {
-            __syncwarp();
-            if (lane == 0)
-                bar_arrive(&sh.empty[ks % STAGES]);
-            if (threadIdx.x == 0 && ks + STAGES < nks)
-                produce(ks + STAGES);
-        }
+        if (kb == KB - 1 || k == nkb - 1)
+            bar_arrive(&sh.empty[ks % STAGES]);
     };
-    // one step: the next block's product started, this block's promoted
-    auto step = [&](float(&cur)[64], float(&next)[64], int k) {
-        if (k + 1 < nkb) {
-            issue(next, k + 1);
-            asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-        } else {
-            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-        }
+    auto mid = [&](float(&cur)[64], float(&next)[64], int k) { // block k + 1 exists
+        issue(next, k + 1);
+        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
         promote(cur, k);
     };
-    if (nkb > 0)
+    auto last = [&](float(&cur)[64], int k) {
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        promote(cur, k);
+    };
+    if (nkb > 0) {
         issue(part0, 0);
-    for (int k = 0; k < nkb; k += 2) {
-        step(part0, part1, k);
-        if (k + 1 < nkb)
-            step(part1, part0, k + 1);
+        int k = 0;
+        for (; k + 2 < nkb; k += 2) {
+            mid(part0, part1, k);
+            mid(part1, part0, k + 1);
+        }
+        if (k + 1 < nkb) {
+            mid(part0, part1, k);
+            last(part1, k + 1);
+        } else {
+            last(part0, k);
+        }
     }
 
 #pragma unroll
@@ -382,9 +397,8 @@ cudaError_t tensor_map(CUtensorMap *map, CUtensorMapDataType type, const void *b
         return cudaErrorNotSupported;
     const cuuint64_t dims[2] = {cols, rows}, strides[1] = {stride};
     const cuuint32_t box[2] = {box_cols, box_rows}, elem[2] = {1, 1};
-    CUresult r = encode(map, type, 2, const_cast<void *>(base), dims, strides, box, elem,
-                        CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    CUresult r = encode(map, type, 2, const_cast<void *>(base), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                        swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
@@ -438,11 +452,22 @@ cudaError_t tma_operand(const dview &x, scratch &mem, cudaStream_t stream, const
     return cudaSuccess;
 }
 
-template <int TA, int TB> cudaError_t set_smem_limit()
+// Both ways of promoting, in stream order: the kernel whose way does not
+// match the scales (decided on the device by scales_in_range) returns at once.
+template <int TA, int TB, typename... Args> cudaError_t launch_both(dim3 grid, cudaStream_t stream, Args... args)
 {
-    static const cudaError_t e = cudaFuncSetAttribute(gemm_sm90_fp8<TA, TB>,
-                                                      cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
-    return e;
+    static const cudaError_t e = [] {
+        cudaError_t r =
+            cudaFuncSetAttribute(gemm_sm90_fp8<TA, TB, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+        return r != cudaSuccess ? r
+                                : cudaFuncSetAttribute(gemm_sm90_fp8<TA, TB, false>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+    }();
+    if (e != cudaSuccess)
+        return e;
+    gemm_sm90_fp8<TA, TB, true><<<grid, THREADS, SMEM_BYTES, stream>>>(args...);
+    gemm_sm90_fp8<TA, TB, false><<<grid, THREADS, SMEM_BYTES, stream>>>(args...);
+    return cudaGetLastError();
 }
 
 } // namespace
@@ -483,16 +508,16 @@ cudaError_t launch_gemm_sm90_fp8(const dview &a, const dview &sa, const dview &b
             return e;
         const dim3 block(32, 8);
         const unsigned kchunks = (unsigned)std::min<int64_t>((nkb + 31) / 32, 65535);
-        prepare_scales<<<dim3((unsigned)(Mp / 32), kchunks), block, 0, stream>>>(sa.base, M, nkb, sa.rs, sa.cs, fa,
-                                                                                 Mp, ranges, 0);
-        prepare_scales<<<dim3((unsigned)(Np / 32), kchunks), block, 0, stream>>>(sb.base, N, nkb, sb.rs, sb.cs, fb,
-                                                                                 Np, ranges, 1);
+        prepare_scales<<<dim3((unsigned)(Mp / 32), kchunks), block, 0, stream>>>(sa.base, M, nkb, sa.rs, sa.cs, fa, Mp,
+                                                                                 ranges, 0);
+        prepare_scales<<<dim3((unsigned)(Np / 32), kchunks), block, 0, stream>>>(sb.base, N, nkb, sb.rs, sb.cs, fb, Np,
+                                                                                 ranges, 1);
         scales_in_range<<<1, 1024, 0, stream>>>(ranges, nkb, in_range);
         if ((e = cudaGetLastError()) != cudaSuccess ||
-            (e = tensor_map(&maps[0], CU_TENSOR_MAP_DATA_TYPE_UINT8, pa, (uint64_t)K, (uint64_t)M, (uint64_t)a_rs,
-                            BK, BM, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
-            (e = tensor_map(&maps[1], CU_TENSOR_MAP_DATA_TYPE_UINT8, pb, (uint64_t)K, (uint64_t)N, (uint64_t)b_rs,
-                            BK, BN, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
+            (e = tensor_map(&maps[0], CU_TENSOR_MAP_DATA_TYPE_UINT8, pa, (uint64_t)K, (uint64_t)M, (uint64_t)a_rs, BK,
+                            BM, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
+            (e = tensor_map(&maps[1], CU_TENSOR_MAP_DATA_TYPE_UINT8, pb, (uint64_t)K, (uint64_t)N, (uint64_t)b_rs, BK,
+                            BN, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
             (e = tensor_map(&maps[2], CU_TENSOR_MAP_DATA_TYPE_FLOAT32, fa, (uint64_t)Mp, (uint64_t)nkb,
                             (uint64_t)Mp * 4, BM, KB, CU_TENSOR_MAP_SWIZZLE_NONE)) != cudaSuccess ||
             (e = tensor_map(&maps[3], CU_TENSOR_MAP_DATA_TYPE_FLOAT32, fb, (uint64_t)Np, (uint64_t)nkb,
@@ -504,13 +529,11 @@ cudaError_t launch_gemm_sm90_fp8(const dview &a, const dview &sa, const dview &b
     const float *cp = c ? reinterpret_cast<const float *>(c->base) : nullptr;
     float *dp = reinterpret_cast<float *>(d.base);
     const dim3 grid((unsigned)(tiles_m * tiles_n));
-#define MXFA_LAUNCH(TA, TB)                                                                                        \
-    do {                                                                                                           \
-        if ((e = set_smem_limit<TA, TB>()) != cudaSuccess)                                                         \
-            return e;                                                                                              \
-        gemm_sm90_fp8<TA, TB><<<grid, THREADS, SMEM_BYTES, stream>>>(                                          \
-            maps[0], maps[1], maps[2], maps[3], in_range, M, N, nkb, cp, c ? c->rs : 0, c ? c->cs : 0, dp, d.rs,    \
-            d.cs, tiles_m, tiles_n);                                                                               \
+#define MXFA_LAUNCH(TA, TB)                                                                                            \
+    do {                                                                                                               \
+        if ((e = launch_both<TA, TB>(grid, stream, maps[0], maps[1], maps[2], maps[3], in_range, M, N, nkb, cp,        \
+                                     c ? c->rs : 0, c ? c->cs : 0, dp, d.rs, d.cs, tiles_m, tiles_n)) != cudaSuccess)  \
+            return e;                                                                                                  \
     } while (0)
     if (!ta && !tb)
         MXFA_LAUNCH(0, 0);
