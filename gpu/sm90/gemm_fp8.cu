@@ -2,17 +2,16 @@
 // block of 32 along K, one wgmma e4m3/e5m2 k32 into a zero accumulator, then
 // on the CUDA cores  acc = fma(partial, 2^(sa + sb), acc)  in fp32 RNE.
 //
-// One CTA makes a 128 x 256 tile of D. Its first thread streams 128-deep
-// slices of A and B (128-byte swizzled, as wgmma reads them) and the
-// matching scales through the tensor-memory accelerator into a ring of four
-// stages, each guarded by a "full" and an "empty" mbarrier. (A producer warp
-// of its own would put three warps on one of the four schedulers, and their
-// register file, 16K registers, would then hold only 168 a thread.) Two
-// warpgroups own 64 rows each; per MX block and per half of the tile they
-// run one m64n128k32 wgmma and fold its partial into fp32 accumulators held
-// in registers. The promotion costs two instructions per element and block
-// (the product of the two scales, then the fma), which is what bounds this
-// kernel: BENCHMARKS.md has the measurements.
+// One CTA makes a 128 x 128 tile of D. A producer warpgroup streams
+// 128-deep slices of A and B (128-byte swizzled, as wgmma reads them) and
+// the matching scales through the tensor-memory accelerator into a ring of
+// six stages, each guarded by a "full" and an "empty" mbarrier. Two
+// consumer warpgroups own 64 rows each; per MX block they run one
+// m64n128k32 wgmma and fold its partial into fp32 accumulators held in
+// registers, the next block's wgmma running meanwhile. The promotion costs
+// two instructions per element and block (the product of the two scales,
+// then the fma), which bounds what such a kernel can reach: BENCHMARKS.md
+// has the measurements.
 //
 // The scale 2^(sa + sb) is the product of two floats 2^sa and 2^sb, exact
 // while sa + sb lies in [-149, 127]. A product whose scales may leave that
