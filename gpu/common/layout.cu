@@ -74,27 +74,47 @@ __device__ __forceinline__ int64_t pad(const mxfa_segment *segs, int nsegs, int6
     return segs[lo].dst + (q - segs[lo].src);
 }
 
-// One thread per swizzled byte, every byte written once (padding as zero):
-// grid x along a row of atoms (512 bytes each), grid y over the rows of
-// atoms.
-__global__ void swizzle(dview index, int axis, const mxfa_segment *segs, int nsegs, uint8_t *sw, int64_t sw_rows,
-                        int64_t sw_cols)
+// A block per 128 padded rows x 32 padded columns (8 atoms, 4 KiB of
+// output): the bytes come in through shared memory a row segment per warp
+// (whole sectors of the index view) and leave as 32-bit words of contiguous
+// atoms (bytes where the buffer is not 4-byte aligned), every swizzled byte
+// written once (padding as zero). Grid x along the columns, grid y over the
+// rows of atoms.
+constexpr int SW_TILE_COLS = 32;
+
+__global__ void __launch_bounds__(256) swizzle(dview index, int axis, const mxfa_segment *segs, int nsegs,
+                                               uint8_t *sw, int64_t sw_rows, int64_t sw_cols, bool words)
 {
-    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, row_bytes = sw_cols * 128;
-    if (t >= row_bytes)
-        return;
-    const int64_t in = t & 511, ac = t >> 9;
+    __shared__ uint32_t tile[128][SW_TILE_COLS / 4 + 1]; // a row's 32 bytes as 8 words; +1 against bank conflicts
+    uint8_t(*bytes)[4 * (SW_TILE_COLS / 4 + 1)] = reinterpret_cast<uint8_t(*)[4 * (SW_TILE_COLS / 4 + 1)]>(tile);
+    const int64_t c0 = (int64_t)blockIdx.x * SW_TILE_COLS;
+    const int lane = (int)threadIdx.x % 32, warp = (int)threadIdx.x / 32;
+    const int64_t pc = c0 + lane;
+    int64_t c = pc; // this lane's index column, -1 for padding
+    if (segs && axis == 1)
+        c = unpad(segs, nsegs, pc);
+    const bool col_in = c >= 0 && c < index.cols && pc < sw_cols;
+    const int64_t left = (sw_cols - c0) / 4;
+    const int atoms = left < SW_TILE_COLS / 4 ? (int)left : SW_TILE_COLS / 4;
     for (int64_t ar = blockIdx.y; ar < sw_rows / 128; ar += gridDim.y) {
-        const int64_t pr = ar * 128 + ((in % 16) / 4) * 32 + in / 16, pc = ac * 4 + in % 4;
-        int64_t r = pr, c = pc;
-        if (segs) {
-            if (axis == 0)
-                r = unpad(segs, nsegs, pr);
-            else
-                c = unpad(segs, nsegs, pc);
+        for (int i = warp; i < 128; i += 8) {
+            const int64_t pr = ar * 128 + i;
+            const int64_t r = segs && axis == 0 ? unpad(segs, nsegs, pr) : pr;
+            bytes[i][lane] = col_in && r >= 0 && r < index.rows ? *at(index, r, c, 1) : 0;
         }
-        const bool inside = r >= 0 && c >= 0 && r < index.rows && c < index.cols;
-        sw[ar * row_bytes + t] = inside ? *at(index, r, c, 1) : 0;
+        __syncthreads();
+        // word w of atom j: rows ((w % 4) * 32 + w / 4), the atom's 4 columns
+        uint8_t *out = sw + (ar * (sw_cols / 4) + c0 / 4) * 512;
+        for (int k = (int)threadIdx.x; k < atoms * 128; k += 256) {
+            const int j = k / 128, w = k % 128;
+            const uint32_t v = tile[(w % 4) * 32 + w / 4][j];
+            if (words)
+                reinterpret_cast<uint32_t *>(out)[k] = v;
+            else
+                for (int b = 0; b < 4; b++)
+                    out[4 * k + b] = (uint8_t)(v >> (8 * b));
+        }
+        __syncthreads();
     }
 }
 
@@ -140,8 +160,8 @@ cudaError_t launch_swizzle(const dview &index, int axis, const mxfa_segment *seg
     cudaError_t e = ds.upload(segs, nsegs, stream);
     if (e != cudaSuccess)
         return e;
-    swizzle<<<dim3(blocks_for(sw_cols * 128, 256), rows_for(sw_rows / 128)), 256, 0, stream>>>(
-        index, axis, ds.p, nsegs, swizzled, sw_rows, sw_cols);
+    swizzle<<<dim3(blocks_for(sw_cols, SW_TILE_COLS), rows_for(sw_rows / 128)), 256, 0, stream>>>(
+        index, axis, ds.p, nsegs, swizzled, sw_rows, sw_cols, reinterpret_cast<uintptr_t>(swizzled) % 4 == 0);
     return cudaGetLastError();
 }
 
