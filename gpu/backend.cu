@@ -297,6 +297,10 @@ mxfa_status gemm(mxfa_ctx *ctx, mxfa_model model, const mxfa_view *a, const mxfa
     if (major != 9)
         return fail(ctx, MXFA_ERR_UNSUPPORTED, "gemm: the sm90-fp8 product needs a Hopper GPU (wgmma); this device "
                     "has compute capability %d.x", major);
+    if (a->rows > INT32_MAX || b->rows > INT32_MAX || a->cols > INT32_MAX)
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "gemm: the cuda backend takes M, N and K below 2^31 (the tensor-memory "
+                    "accelerator's coordinates); got %lld x %lld x %lld", (long long)a->rows, (long long)b->rows,
+                    (long long)a->cols);
     mxfa_view av = *a, sav = *sa, bv = *b, sbv = *sb, dv = *d, cv = *d;
     // libmxfa lets C and D overlap only as one view
     const bool in_place = c && c->base == d->base;
