@@ -91,15 +91,30 @@ size_t span_bytes(const mxfa_view &v)
     return (size_t)(((v.rows - 1) * v.rs + (v.cols - 1) * v.cs + 1) * esize((int)v.dtype));
 }
 
+// Runs on the context's device, the caller's current device restored after.
+class on_device {
+public:
+    explicit on_device(mxfa_ctx *ctx) : e_(cudaGetDevice(&saved_))
+    {
+        if (e_ == cudaSuccess)
+            e_ = cudaSetDevice(static_cast<cuda_state *>(ctx->state)->device);
+    }
+    ~on_device() { cudaSetDevice(saved_); }
+    cudaError_t error() const { return e_; }
+
+private:
+    int saved_ = 0;
+    cudaError_t e_;
+};
+
 // One call's work: the views it touches, those in host memory copied
 // through device buffers. Use: add every view (outputs marked), begin(),
 // launch on the rewritten views, finish().
 class call {
 public:
-    call(mxfa_ctx *c, const char *what) : ctx_(c), what_(what)
+    call(mxfa_ctx *c, const char *what) : ctx_(c), what_(what), device_(c)
     {
         stream_ = static_cast<cudaStream_t>(ctx_->stream);
-        cudaGetDevice(&saved_device_);
     }
     ~call()
     {
@@ -108,7 +123,6 @@ public:
                 cudaFreeAsync(dev_[i], stream_);
         if (staged_)
             cudaStreamSynchronize(stream_);
-        cudaSetDevice(saved_device_);
     }
     // Where a buffer is: as its tensor declared it, or (a raw buffer whose
     // tensor the backend does not see) found out from CUDA.
@@ -131,7 +145,7 @@ public:
     mxfa_status begin()
     {
         int dev = static_cast<cuda_state *>(ctx_->state)->device;
-        cudaError_t e = cudaSetDevice(dev);
+        cudaError_t e = device_.error();
         if (e != cudaSuccess)
             return cuda_fail(ctx_, e, what_);
         for (int i = 0; i < n_; i++) {
@@ -186,7 +200,8 @@ private:
     mxfa_ctx *ctx_;
     const char *what_;
     cudaStream_t stream_;
-    int saved_device_ = 0, n_ = 0;
+    on_device device_; // the context's device until the call ends
+    int n_ = 0;
     bool staged_ = false;
     void **base_[MAX];
     void *host_[MAX], *dev_[MAX];
@@ -282,6 +297,10 @@ mxfa_status gemm(mxfa_ctx *ctx, mxfa_model model, const mxfa_view *a, const mxfa
     if (major != 9)
         return fail(ctx, MXFA_ERR_UNSUPPORTED, "gemm: the sm90-fp8 product needs a Hopper GPU (wgmma); this device "
                     "has compute capability %d.x", major);
+    if (a->rows > INT32_MAX || b->rows > INT32_MAX || a->cols > INT32_MAX)
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "gemm: the cuda backend takes M, N and K below 2^31 (the tensor-memory "
+                    "accelerator's coordinates); got %lld x %lld x %lld", (long long)a->rows, (long long)b->rows,
+                    (long long)a->cols);
     mxfa_view av = *a, sav = *sa, bv = *b, sbv = *sb, dv = *d, cv = *d;
     // libmxfa lets C and D overlap only as one view
     const bool in_place = c && c->base == d->base;
@@ -319,22 +338,6 @@ mxfa_status mma_chain(mxfa_ctx *ctx, mxfa_instr, const mxfa_view *, const mxfa_v
 }
 
 // ---- device memory ----
-
-// Runs on the context's device, the caller's current device restored after.
-class on_device {
-public:
-    explicit on_device(mxfa_ctx *ctx) : e_(cudaGetDevice(&saved_))
-    {
-        if (e_ == cudaSuccess)
-            e_ = cudaSetDevice(static_cast<cuda_state *>(ctx->state)->device);
-    }
-    ~on_device() { cudaSetDevice(saved_); }
-    cudaError_t error() const { return e_; }
-
-private:
-    int saved_ = 0;
-    cudaError_t e_;
-};
 
 mxfa_status device_alloc(mxfa_ctx *ctx, size_t bytes, void **ptr)
 {

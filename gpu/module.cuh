@@ -56,26 +56,29 @@ cudaError_t launch_swizzle(const dview &index, int axis, const mxfa_segment *seg
 cudaError_t launch_unswizzle(const uint8_t *swizzled, int64_t sw_rows, int64_t sw_cols, int axis,
                              const mxfa_segment *segs, int nsegs, const dview &index, cudaStream_t stream);
 
-// Segments on the device for one launch, freed in stream order after it.
-struct device_segments {
-    mxfa_segment *p = nullptr;
+// A host array copied to the device for one launch, freed in stream order
+// after it. The host array may be freed once upload returns (a copy from
+// pageable memory returns after the bytes are staged).
+template <typename T> struct device_array {
+    T *p = nullptr;
     cudaStream_t stream = nullptr;
-    cudaError_t upload(const mxfa_segment *segs, int nsegs, cudaStream_t s)
+    cudaError_t upload(const T *host, int64_t n, cudaStream_t s)
     {
         stream = s;
-        if (!segs || nsegs <= 0)
+        if (!host || n <= 0)
             return cudaSuccess;
-        cudaError_t e = cudaMallocAsync(reinterpret_cast<void **>(&p), sizeof(mxfa_segment) * (size_t)nsegs, s);
+        cudaError_t e = cudaMallocAsync(reinterpret_cast<void **>(&p), sizeof(T) * (size_t)n, s);
         if (e != cudaSuccess)
             return e;
-        return cudaMemcpyAsync(p, segs, sizeof(mxfa_segment) * (size_t)nsegs, cudaMemcpyHostToDevice, s);
+        return cudaMemcpyAsync(p, host, sizeof(T) * (size_t)n, cudaMemcpyHostToDevice, s);
     }
-    ~device_segments()
+    ~device_array()
     {
         if (p)
             cudaFreeAsync(p, stream);
     }
 };
+using device_segments = device_array<mxfa_segment>;
 
 // Blocks for n items at t threads each: grid x, which reaches 2^31 - 1
 // blocks, more than any matrix row holds.

@@ -569,13 +569,12 @@ cudaError_t launch_quantize(const dview &x, const mxfa_segment *segs, int nsegs,
         groups[s + 1] = groups[s] + (segs[s].count + 31) / 32;
     const int64_t ngroups = groups[nsegs];
     device_segments ds;
-    int64_t *dgroups = nullptr;
+    device_array<int64_t> dg;
     cudaError_t e = ds.upload(segs, nsegs, stream);
     if (e == cudaSuccess)
-        e = cudaMallocAsync(reinterpret_cast<void **>(&dgroups), sizeof(int64_t) * (size_t)(nsegs + 1), stream);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(dgroups, groups, sizeof(int64_t) * (size_t)(nsegs + 1), cudaMemcpyHostToDevice, stream);
+        e = dg.upload(groups, nsegs + 1, stream);
     free(groups);
+    const int64_t *dgroups = dg.p;
     if (e == cudaSuccess && ngroups > 0) {
         const size_t es = x.dtype == MXFA_BF16 ? 2 : 4;
         const bool vec4 = x.cs == 1 && data.cs == 1 && x.cols % 4 == 0 &&
@@ -599,8 +598,6 @@ cudaError_t launch_quantize(const dview &x, const mxfa_segment *segs, int nsegs,
         }
         e = cudaGetLastError();
     }
-    if (dgroups)
-        cudaFreeAsync(dgroups, stream);
     return e;
 }
 

@@ -475,12 +475,14 @@ cudaError_t launch_gemm_sm90_fp8(const dview &a, const dview &sa, const dview &b
                                  const dview &d, cudaStream_t stream)
 {
     const int64_t M = a.rows, N = b.rows, K = a.cols;
-    const int nkb = (int)((K + 31) / 32);
+    if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) // the backend refuses these with its own words
+        return cudaErrorInvalidValue;
     if (M == 0 || N == 0)
         return cudaSuccess;
+    const int nkb = (int)((K + 31) / 32);
     const int64_t Mp = round_up(M, BM), Np = round_up(N, BN);
-    const int tiles_m = (int)(Mp / BM), tiles_n = (int)(Np / BN);
-    if ((int64_t)tiles_m * tiles_n > INT32_MAX || M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
+    const int tiles_m = (int)(Mp / BM), tiles_n = (int)(Np / BN); // at most 2^24 each
+    if ((int64_t)tiles_m * tiles_n > INT32_MAX) // the grid's x; D would hold 2^45 elements
         return cudaErrorInvalidValue;
 
     scratch mem(stream);
