@@ -185,12 +185,51 @@ __device__ __forceinline__ uint32_t encode4_plain(const fp8_fmt &f, float rcp, u
            (uint32_t)__nv_cvt_float2_to_fp8x2(b, __NV_SATFINITE, kind) << 16;
 }
 
+// v (finite fp32) rounded to the fp8 grid with ties away from zero, as an
+// fp32 that the nearest-even conversion takes exactly (or, beyond the
+// largest finite value, saturates): half an fp8 unit in the last place at
+// v's binade added to the magnitude's bits, then the bits below that unit
+// cleared. Below half the smallest subnormal the result is a signed zero;
+// from there up to it, the smallest subnormal. Checked on the CPU against
+// the exact encoder for every finite fp32 v, in both formats.
+__device__ __forceinline__ float fp8_round_away(const fp8_fmt &f, float v)
+{
+    const uint32_t b = __float_as_uint(v), sign = b & 0x80000000u, mag = b & 0x7FFFFFFFu;
+    const int e = (int)(mag >> 23) - 127, under = f.emin - e;
+    const int kept = f.mbits - (under > 0 ? under : 0); // fraction bits the fp8 value keeps here
+    if ((mag >> 23) == 0 || kept < -1)
+        return __uint_as_float(sign);
+    if (kept == -1)
+        return __uint_as_float(sign | (uint32_t)(127 + f.emin - f.mbits) << 23);
+    const int shift = 22 - kept;
+    return __uint_as_float(sign | ((mag + (1u << shift)) & ~((2u << shift) - 1u)));
+}
+
+// encode4_plain for ties away from zero (microxcaling): each scaled value
+// rounded by fp8_round_away, then the same exact conversion.
+__device__ __forceinline__ uint32_t encode4_away_plain(const fp8_fmt &f, float rcp, uint32_t x0, uint32_t x1,
+                                                       uint32_t x2, uint32_t x3)
+{
+    const float2 a = make_float2(fp8_round_away(f, __fmul_rn(__uint_as_float(x0), rcp)),
+                                 fp8_round_away(f, __fmul_rn(__uint_as_float(x1), rcp)));
+    const float2 b = make_float2(fp8_round_away(f, __fmul_rn(__uint_as_float(x2), rcp)),
+                                 fp8_round_away(f, __fmul_rn(__uint_as_float(x3), rcp)));
+    const __nv_fp8_interpretation_t kind = f.e4m3 ? __NV_E4M3 : __NV_E5M2;
+    return (uint32_t)__nv_cvt_float2_to_fp8x2(a, __NV_SATFINITE, kind) |
+           (uint32_t)__nv_cvt_float2_to_fp8x2(b, __NV_SATFINITE, kind) << 16;
+}
+
 // Four codes under a rule, packed like encode4_plain; plain: the block holds
-// no NaN or Inf.
+// no NaN or Inf. AWAY_FAST: ties away from zero through encode4_away_plain
+// (kernels for the microxcaling preset; elsewhere the code would only cost
+// registers).
+template <bool AWAY_FAST = false>
 __device__ __forceinline__ uint32_t encode4(const fp8_fmt &f, const block_rule &r, bool plain, const uint32_t *x)
 {
     if (plain && !r.poisoned && !r.away)
         return encode4_plain(f, e8m0_reciprocal(r.scale), x[0], x[1], x[2], x[3]);
+    if (AWAY_FAST && plain && !r.poisoned)
+        return encode4_away_plain(f, e8m0_reciprocal(r.scale), x[0], x[1], x[2], x[3]);
     return encode_element(f, r, x[0]) | encode_element(f, r, x[1]) << 8 | encode_element(f, r, x[2]) << 16 |
            encode_element(f, r, x[3]) << 24;
 }

@@ -110,6 +110,7 @@ __device__ __forceinline__ block_rule warp_rule(const fp8_fmt &f, int preset, ui
 // One row block's share of a thread (eight values v, n of them real): the
 // rule over the block's four threads, the scale byte, the codes. Every lane
 // of the warp calls it.
+template <bool MX>
 __device__ __forceinline__ void row_block(const fp8_fmt &f, int preset, const uint32_t *v, int n, int part, int64_t r,
                                           int64_t cb, int64_t c0, bool vec, const dview &data, const dview &scales)
 {
@@ -124,7 +125,7 @@ __device__ __forceinline__ void row_block(const fp8_fmt &f, int preset, const ui
         return;
     if (part == 0)
         *byte_at(scales, r, cb) = (uint8_t)rule.scale;
-    const uint32_t lo = encode4(f, rule, plain, v), hi = encode4(f, rule, plain, v + 4);
+    const uint32_t lo = encode4<MX>(f, rule, plain, v), hi = encode4<MX>(f, rule, plain, v + 4);
     if (vec) {
         *reinterpret_cast<uint2 *>(byte_at(data, r, c0)) = make_uint2(lo, hi);
     } else {
@@ -139,6 +140,8 @@ __device__ __forceinline__ void row_block(const fp8_fmt &f, int preset, const ui
 // At most 80 registers, for three blocks of 256 threads per SM: the loads
 // those threads keep in flight took the kernel from 73% to 92% of a device
 // copy on an H200.
+// MX: the microxcaling preset, whose ties-away rounding has code of its own.
+template <bool MX>
 __global__ void __launch_bounds__(256, 3)
     quantize_rows(dview x, dview data, dview scales, fp8_fmt f, int preset, bool vec)
 {
@@ -172,7 +175,7 @@ __global__ void __launch_bounds__(256, 3)
             const int64_t r = r0 + k;
             if (r >= x.rows) // the same for the whole block
                 break;
-            row_block(f, preset, v[k], n, part, r, cb, c0, vec && n == 8, data, scales);
+            row_block<MX>(f, preset, v[k], n, part, r, cb, c0, vec && n == 8, data, scales);
         }
     }
 }
@@ -180,6 +183,7 @@ __global__ void __launch_bounds__(256, 3)
 // The same for contiguous aligned bf16 rows, eight rows at a time, kept
 // packed (four words a row) until used: twice the rows in flight in the
 // same registers.
+template <bool MX>
 __global__ void __launch_bounds__(256, 3) quantize_rows_bf16(dview x, dview data, dview scales, fp8_fmt f, int preset)
 {
     const int64_t nb = (x.cols + 31) / 32;
@@ -209,7 +213,7 @@ __global__ void __launch_bounds__(256, 3) quantize_rows_bf16(dview x, dview data
                 for (int i = 0; i < 8; i++)
                     v[i] = i < n ? load_f32_bits(x, r, c0 + i) : 0u;
             }
-            row_block(f, preset, v, n, part, r, cb, c0, n == 8, data, scales);
+            row_block<MX>(f, preset, v, n, part, r, cb, c0, n == 8, data, scales);
         }
     }
 }
@@ -545,12 +549,16 @@ cudaError_t launch_quantize(const dview &x, const mxfa_segment *segs, int nsegs,
                          (x.rs * (int64_t)es) % 16 == 0 && reinterpret_cast<uintptr_t>(data.base) % 8 == 0 &&
                          data.rs % 8 == 0;
         const unsigned gx = blocks_for(((x.cols + 31) / 32) * 4, threads);
-        if (vec && x.dtype == MXFA_BF16)
-            quantize_rows_bf16<<<dim3(gx, rows_for((x.rows + 7) / 8)), threads, 0, stream>>>(x, data, scales, f,
-                                                                                            preset);
+        const dim3 grid8(gx, rows_for((x.rows + 7) / 8)), grid4(gx, rows_for((x.rows + 3) / 4));
+        const bool mx = preset == MXFA_PRESET_MICROXCALING;
+        if (vec && x.dtype == MXFA_BF16 && mx)
+            quantize_rows_bf16<true><<<grid8, threads, 0, stream>>>(x, data, scales, f, preset);
+        else if (vec && x.dtype == MXFA_BF16)
+            quantize_rows_bf16<false><<<grid8, threads, 0, stream>>>(x, data, scales, f, preset);
+        else if (mx)
+            quantize_rows<true><<<grid4, threads, 0, stream>>>(x, data, scales, f, preset, vec);
         else
-            quantize_rows<<<dim3(gx, rows_for((x.rows + 3) / 4)), threads, 0, stream>>>(x, data, scales, f, preset,
-                                                                                       vec);
+            quantize_rows<false><<<grid4, threads, 0, stream>>>(x, data, scales, f, preset, vec);
         return cudaGetLastError();
     }
     // 32-row groups of each segment
