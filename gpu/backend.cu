@@ -281,21 +281,21 @@ mxfa_status not_yet(mxfa_ctx *ctx, const char *what)
     return fail(ctx, MXFA_ERR_UNSUPPORTED, "the cuda backend does not do %s yet (use the cpu or ref backend)", what);
 }
 
-// The block-scaled product runs on Hopper's wgmma, so the model it
-// computes bit for bit is sm90-fp8; the other models are refused.
+// The block-scaled product runs on Hopper's wgmma, so the models it
+// computes bit for bit are the Hopper ones; the others are refused.
 mxfa_status gemm(mxfa_ctx *ctx, mxfa_model model, const mxfa_view *a, const mxfa_view *sa, const mxfa_view *b,
                  const mxfa_view *sb, const mxfa_view *c, const mxfa_view *d)
 {
-    if (model != MXFA_MODEL_SM90_FP8)
-        return fail(ctx, MXFA_ERR_UNSUPPORTED, "gemm: the cuda backend computes the sm90-fp8 model only (use the cpu "
-                    "or ref backend for the others)");
+    if (model != MXFA_MODEL_SM90_FP8 && model != MXFA_MODEL_SM90_BF16)
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "gemm: the cuda backend computes the sm90-fp8 and sm90-bf16 models "
+                    "only (use the cpu or ref backend for the others)");
     int major = 0;
     cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
                                            static_cast<cuda_state *>(ctx->state)->device);
     if (e != cudaSuccess)
         return cuda_fail(ctx, e, "gemm");
     if (major != 9)
-        return fail(ctx, MXFA_ERR_UNSUPPORTED, "gemm: the sm90-fp8 product needs a Hopper GPU (wgmma); this device "
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "gemm: the sm90 products need a Hopper GPU (wgmma); this device "
                     "has compute capability %d.x", major);
     if (a->rows > INT32_MAX || b->rows > INT32_MAX || a->cols > INT32_MAX)
         return fail(ctx, MXFA_ERR_UNSUPPORTED, "gemm: the cuda backend takes M, N and K below 2^31 (the tensor-memory "
@@ -312,8 +312,9 @@ mxfa_status gemm(mxfa_ctx *ctx, mxfa_model model, const mxfa_view *a, const mxfa
     }
     CHECK(k.begin());
     const dview cd = dview_of(in_place ? dv : cv);
-    return k.finish(launch_gemm_sm90_fp8(dview_of(av), dview_of(sav), dview_of(bv), dview_of(sbv),
-                                         c ? &cd : nullptr, dview_of(dv), k.stream()));
+    auto launch = model == MXFA_MODEL_SM90_FP8 ? launch_gemm_sm90_fp8 : launch_gemm_sm90_bf16;
+    return k.finish(launch(dview_of(av), dview_of(sav), dview_of(bv), dview_of(sbv), c ? &cd : nullptr, dview_of(dv),
+                           k.stream()));
 }
 
 mxfa_status attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *, const mxfa_view_nd *, const mxfa_view_nd *,

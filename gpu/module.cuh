@@ -45,6 +45,9 @@ cudaError_t launch_dequantize(const dview &data, const dview &scales, int block,
 // [rows, ceil(K / 32)]; c may be NULL or D itself.
 cudaError_t launch_gemm_sm90_fp8(const dview &a, const dview &sa, const dview &b, const dview &sb, const dview *c,
                                  const dview &d, cudaStream_t stream);
+// The same under the sm90-bf16 model (gpu/sm90/gemm_bf16.cu).
+cudaError_t launch_gemm_sm90_bf16(const dview &a, const dview &sa, const dview &b, const dview &sb, const dview *c,
+                                  const dview &d, cudaStream_t stream);
 
 // Byte permutations (gpu/common/layout.cu).
 cudaError_t launch_copy(const dview &src, const dview &dst, cudaStream_t stream);

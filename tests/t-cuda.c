@@ -5,7 +5,7 @@
  * Inf, zeros, subnormals, huge values and rounding ties in the data;
  * dequantization to f32 and bf16; jagged quantization; the layouts
  * (transpose, square-scale expansion, swizzle, unswizzle, jagged scatter
- * and gather); the block-scaled product under sm90-fp8 (every pairing of
+ * and gather); the block-scaled product under sm90-fp8 and sm90-bf16 (every pairing of
  * E4M3 and E5M2, scales near 1, anywhere and NaN, C absent, separate or
  * D itself). Each case runs once on device memory and once on host
  * memory (which the backend stages through the device). Every output
@@ -362,10 +362,11 @@ static int gemm_case(int trial, int device, char *what, size_t what_len)
     const int64_t nkb = (K + 31) / 32;
     const mxfa_dtype fa = rng_below(2) ? MXFA_E5M2 : MXFA_E4M3, fb = rng_below(2) ? MXFA_E5M2 : MXFA_E4M3;
     const int calm = rng_below(4) != 0, mode = (int)rng_below(3), cmode = (int)rng_below(3); /* C: none, own, D */
+    const mxfa_model model = rng_below(2) ? MXFA_MODEL_SM90_BF16 : MXFA_MODEL_SM90_FP8;
     const layout2 al = pick_layout(M, K, (int)rng_below(3)), bl = pick_layout(N, K, (int)rng_below(3));
     const layout2 dl = pick_layout(M, N, (int)rng_below(2));
-    snprintf(what, what_len, "trial %d: M %lld N %lld K %lld, %s x %s, scales %s, C %s, A strides (%lld, %lld), "
-             "B strides (%lld, %lld), %s memory", trial, (long long)M, (long long)N, (long long)K,
+    snprintf(what, what_len, "trial %d: %s, M %lld N %lld K %lld, %s x %s, scales %s, C %s, A strides (%lld, %lld), "
+             "B strides (%lld, %lld), %s memory", trial, mxfa_model_name(model), (long long)M, (long long)N, (long long)K,
              mxfa_dtype_name(fa), mxfa_dtype_name(fb), mode == 0 ? "near 1" : mode == 1 ? "anywhere" : "with NaN",
              cmode == 0 ? "none" : cmode == 1 ? "separate" : "is D", (long long)al.rs, (long long)al.cs,
              (long long)bl.rs, (long long)bl.cs, device ? "device" : "host");
@@ -400,7 +401,7 @@ static int gemm_case(int trial, int device, char *what, size_t what_len)
                      MXFA_LAYOUT_COMPACT};
         mxfa_tensor D = t2(&d[i], dev, MXFA_F32, M, N, dl.rs, dl.cs);
         mxfa_tensor C = cmode == 1 ? t2(&c, dev, MXFA_F32, M, N, dl.rs, dl.cs) : D;
-        st[i] = mxfa_gemm(ctx[i], &A, &B, cmode ? &C : NULL, MXFA_MODEL_SM90_FP8, &D);
+        st[i] = mxfa_gemm(ctx[i], &A, &B, cmode ? &C : NULL, model, &D);
         if (st[i] != MXFA_OK)
             snprintf(what + strlen(what), what_len - strlen(what), "; %s: %s", i ? "cuda" : "ref",
                      mxfa_last_error(ctx[i]));
@@ -441,7 +442,7 @@ static int gpu_is_hopper(void)
 /* Many tiles, many turns of the kernel's ring of stages and a ragged K:
  * against the cpu backend, which t-cpu holds to ref's bits,
  * because ref would take minutes here. */
-static void big_gemm(void)
+static void big_gemm(mxfa_model model)
 {
     const int64_t M = 700, N = 900, K = 2085, nkb = (K + 31) / 32;
     mxfa_ctx *cpu;
@@ -468,14 +469,14 @@ static void big_gemm(void)
         mxfa_mx B = {t2(&b, i, MXFA_E4M3, N, K, K, 1), t2(&sb, i, MXFA_E8M0, N, nkb, nkb, 1), MXFA_BLOCK_ROW,
                      MXFA_LAYOUT_COMPACT};
         mxfa_tensor D = t2(&d[i], i, MXFA_F32, M, N, N, 1);
-        if (mxfa_gemm(ctx[i], &A, &B, NULL, MXFA_MODEL_SM90_FP8, &D) != MXFA_OK) {
+        if (mxfa_gemm(ctx[i], &A, &B, NULL, model, &D) != MXFA_OK) {
             diag("%s: %s", i ? "cuda" : "cpu", mxfa_last_error(ctx[i]));
             good = 0;
         }
     }
     fetch(&d[1]);
-    ok(good && same(&d[0], &d[1]), "gemm %lld x %lld x %lld in device memory: every bit as the cpu backend's",
-       (long long)M, (long long)N, (long long)K);
+    ok(good && same(&d[0], &d[1]), "gemm %s %lld x %lld x %lld in device memory: every bit as the cpu backend's",
+       mxfa_model_name(model), (long long)M, (long long)N, (long long)K);
     buf_free(&a), buf_free(&b), buf_free(&sa), buf_free(&sb), buf_free(&d[0]), buf_free(&d[1]);
     mxfa_close(cpu);
 }
@@ -506,10 +507,11 @@ int main(void)
     run_cases("jagged quantize, scatter and gather", jagged_case, 100);
     run_cases("transpose, expand, swizzle and unswizzle", layout_case, 100);
     if (gpu_is_hopper()) {
-        run_cases("gemm under sm90-fp8", gemm_case, 60);
-        big_gemm();
+        run_cases("gemm under sm90-fp8 and sm90-bf16", gemm_case, 80);
+        big_gemm(MXFA_MODEL_SM90_FP8);
+        big_gemm(MXFA_MODEL_SM90_BF16);
     } else {
-        skip("gemm under sm90-fp8: the device is not a Hopper GPU");
+        skip("gemm under sm90-fp8 and sm90-bf16: the device is not a Hopper GPU");
     }
 
     /* a large aligned matrix: the vector path of row blocks */

@@ -24,7 +24,7 @@ typedef struct dev_bench {
 
 enum {
     OP_COPY, OP_Q_ROW, OP_Q_ROW_BF16, OP_Q_COL, OP_Q_SQUARE, OP_Q_ROW_MX, OP_DQ_ROW, OP_DQ_ROW_BF16, OP_SWIZZLE,
-    OP_GEMM, /* not a copy: reported in TFLOP/s */
+    OP_GEMM, OP_GEMM_BF16, /* not copies: reported in TFLOP/s */
     NOPS
 };
 
@@ -35,7 +35,7 @@ enum {
 static const char *const op_name[NOPS] = {
     "device copy (the ceiling)", "quantize row f32->e4m3 rceil", "quantize row bf16->e4m3 rceil",
     "quantize col f32->e4m3 rceil", "quantize square f32->e4m3 rceil", "quantize row f32->e4m3 microxcaling",
-    "dequantize row e4m3->f32", "dequantize row e4m3->bf16", "swizzle row scales", "gemm sm90-fp8"};
+    "dequantize row e4m3->f32", "dequantize row e4m3->bf16", "swizzle row scales", "gemm sm90-fp8", "gemm sm90-bf16"};
 
 static mxfa_tensor dev2(void *p, mxfa_dtype dt, int64_t rows, int64_t cols)
 {
@@ -77,7 +77,8 @@ static mxfa_status run(dev_bench *b)
         mxfa_tensor o = dev2(b->out, b->op == OP_DQ_ROW ? MXFA_F32 : MXFA_BF16, ROWS, COLS);
         return mxfa_dequantize(b->ctx, &q, &o);
     }
-    case OP_GEMM: {
+    case OP_GEMM:
+    case OP_GEMM_BF16: {
         const int64_t n = GEMM_N, nkb = GEMM_N / 32;
         uint8_t *codes = b->codes, *scales = b->scales;
         mxfa_mx A = {dev2(codes, MXFA_E4M3, n, n), dev2(scales, MXFA_E8M0, n, nkb), MXFA_BLOCK_ROW,
@@ -85,7 +86,7 @@ static mxfa_status run(dev_bench *b)
         mxfa_mx B = {dev2(codes + n * n, MXFA_E4M3, n, n), dev2(scales + n * nkb, MXFA_E8M0, n, nkb),
                      MXFA_BLOCK_ROW, MXFA_LAYOUT_COMPACT};
         mxfa_tensor d = dev2(b->out, MXFA_F32, n, n);
-        return mxfa_gemm(b->ctx, &A, &B, NULL, MXFA_MODEL_SM90_FP8, &d);
+        return mxfa_gemm(b->ctx, &A, &B, NULL, b->op == OP_GEMM ? MXFA_MODEL_SM90_FP8 : MXFA_MODEL_SM90_BF16, &d);
     }
     case OP_SWIZZLE: {
         int64_t wr, wc;
@@ -161,8 +162,9 @@ int bench_device(const char *cmd, mxfa_ctx *ctx, int reps)
             printf("%-40s %10.1f %11.0f%% %10.4f\n", op_name[op], rate / 1e9, 100 * rate / copy_rate, secs[op] * 1e3);
         }
         const double flops = 2.0 * GEMM_N * GEMM_N * GEMM_N;
-        printf("%-40s %10.1f %12s %10.4f   (TFLOP/s: %d^3, e4m3 of the matrix above, row scales)\n",
-               op_name[OP_GEMM], flops / secs[OP_GEMM] / 1e12, "", secs[OP_GEMM] * 1e3, GEMM_N);
+        for (int op = OP_GEMM; op < NOPS; op++)
+            printf("%-40s %10.1f %12s %10.4f   (TFLOP/s: %d^3, e4m3 of the matrix above, row scales)\n", op_name[op],
+                   flops / secs[op] / 1e12, "", secs[op] * 1e3, GEMM_N);
     }
     for (int i = 0; i < 7; i++)
         mxfa_device_free(ctx, *bufs[i]);
