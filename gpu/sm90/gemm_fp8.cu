@@ -254,24 +254,21 @@ __global__ void __launch_bounds__(THREADS, 1)
             rg.max_e[0] + rg.max_e[1] <= 254u + 127u && 510u - rg.inv_min_e[0] - rg.inv_min_e[1] >= 254u - 149u;
         const float a0 = st.sa[kb][row0], a1 = st.sa[kb][row0 + 8];
         const float *sb = &st.sb[kb][2 * t];
-        if (exact) {
+        // fold the 64 partials with the chosen promotion
+        auto fold = [&](auto promote) {
 #pragma unroll
             for (int j = 0; j < 16; j++) {
                 const float2 b = *reinterpret_cast<const float2 *>(sb + 8 * j);
-                acc[4 * j + 0] = promote_fast(p[4 * j + 0], a0, b.x, acc[4 * j + 0]);
-                acc[4 * j + 1] = promote_fast(p[4 * j + 1], a0, b.y, acc[4 * j + 1]);
-                acc[4 * j + 2] = promote_fast(p[4 * j + 2], a1, b.x, acc[4 * j + 2]);
-                acc[4 * j + 3] = promote_fast(p[4 * j + 3], a1, b.y, acc[4 * j + 3]);
+                acc[4 * j + 0] = promote(p[4 * j + 0], a0, b.x, acc[4 * j + 0]);
+                acc[4 * j + 1] = promote(p[4 * j + 1], a0, b.y, acc[4 * j + 1]);
+                acc[4 * j + 2] = promote(p[4 * j + 2], a1, b.x, acc[4 * j + 2]);
+                acc[4 * j + 3] = promote(p[4 * j + 3], a1, b.y, acc[4 * j + 3]);
             }
-        } else {
-            for (int j = 0; j < 16; j++) {
-                const float2 b = *reinterpret_cast<const float2 *>(sb + 8 * j);
-                acc[4 * j + 0] = promote_wide(p[4 * j + 0], a0, b.x, acc[4 * j + 0]);
-                acc[4 * j + 1] = promote_wide(p[4 * j + 1], a0, b.y, acc[4 * j + 1]);
-                acc[4 * j + 2] = promote_wide(p[4 * j + 2], a1, b.x, acc[4 * j + 2]);
-                acc[4 * j + 3] = promote_wide(p[4 * j + 3], a1, b.y, acc[4 * j + 3]);
-            }
-        }
+        };
+        if (exact)
+            fold([](float x, float a, float b, float c) { return promote_fast(x, a, b, c); });
+        else
+            fold([](float x, float a, float b, float c) { return promote_wide(x, a, b, c); });
         if (kb == KB - 1 || k == nkb - 1) {
             __syncwarp();
             if (lane == 0)
