@@ -80,6 +80,21 @@ template <typename T> struct device_array {
 };
 using device_segments = device_array<mxfa_segment>;
 
+// The last s in [0, n) whose key(s) <= v, for keys that never decrease
+// with s (0 when none is): where a row or group falls among segments.
+template <typename Key> __device__ __forceinline__ int last_at_or_below(int n, int64_t v, Key key)
+{
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (key(mid) <= v)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
 // Blocks for n items at t threads each: grid x, which reaches 2^31 - 1
 // blocks, more than any matrix row holds.
 inline unsigned blocks_for(int64_t n, int t)

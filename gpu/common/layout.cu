@@ -45,14 +45,7 @@ __device__ __forceinline__ int64_t swizzled_offset(int64_t r, int64_t c, int64_t
 // The segment holding padded position p (by dst), or -1 for padding.
 __device__ __forceinline__ int64_t unpad(const mxfa_segment *segs, int nsegs, int64_t p)
 {
-    int lo = 0, hi = nsegs - 1;
-    while (lo < hi) { // the last s with dst <= p
-        int mid = (lo + hi + 1) / 2;
-        if (segs[mid].dst <= p)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
+    const int lo = last_at_or_below(nsegs, p, [&](int s) { return segs[s].dst; });
     if (p < segs[lo].dst || p >= segs[lo].dst + segs[lo].count)
         return -1;
     return segs[lo].src + (p - segs[lo].dst);
@@ -61,14 +54,7 @@ __device__ __forceinline__ int64_t unpad(const mxfa_segment *segs, int nsegs, in
 // The padded position of compact position q (by src).
 __device__ __forceinline__ int64_t pad(const mxfa_segment *segs, int nsegs, int64_t q)
 {
-    int lo = 0, hi = nsegs - 1;
-    while (lo < hi) { // the last s with src <= q
-        int mid = (lo + hi + 1) / 2;
-        if (segs[mid].src <= q)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
+    const int lo = last_at_or_below(nsegs, q, [&](int s) { return segs[s].src; });
     // among segments of one src (empty sequences share their successor's),
     // the last is the non-empty one that holds q
     return segs[lo].dst + (q - segs[lo].src);

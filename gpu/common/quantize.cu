@@ -220,14 +220,7 @@ __global__ void __launch_bounds__(256, 3) quantize_rows_bf16(dview x, dview data
 __device__ __forceinline__ void find_group(const mxfa_segment *segs, const int64_t *groups, int nsegs, int64_t g,
                                            int64_t *r0, int *nr, int64_t *srow)
 {
-    int lo = 0, hi = nsegs - 1;
-    while (lo < hi) { // the last s with groups[s] <= g
-        int mid = (lo + hi + 1) / 2;
-        if (groups[mid] <= g)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
+    const int lo = last_at_or_below(nsegs, g, [&](int s) { return groups[s]; });
     const int64_t k = g - groups[lo];
     *r0 = segs[lo].src + 32 * k;
     const int64_t left = segs[lo].count - 32 * k;
