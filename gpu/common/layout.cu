@@ -68,8 +68,11 @@ __device__ __forceinline__ int64_t pad(const mxfa_segment *segs, int nsegs, int6
 // rows of atoms.
 constexpr int SW_TILE_COLS = 32;
 
-__global__ void __launch_bounds__(256) swizzle(dview index, int axis, const mxfa_segment *segs, int nsegs,
-                                               uint8_t *sw, int64_t sw_rows, int64_t sw_cols, bool words)
+// words_in: the index view's rows are 4-byte aligned runs of bytes and its
+// columns are not unpadded: a tile whose 32 columns all exist is read as
+// 32-bit words, eight threads a row.
+__global__ void __launch_bounds__(256) swizzle(dview index, int axis, const mxfa_segment *segs, int nsegs, uint8_t *sw,
+                                               int64_t sw_rows, int64_t sw_cols, bool words, bool words_in)
 {
     __shared__ uint32_t tile[128][SW_TILE_COLS / 4 + 1]; // a row's 32 bytes as 8 words; +1 against bank conflicts
     uint8_t(*bytes)[4 * (SW_TILE_COLS / 4 + 1)] = reinterpret_cast<uint8_t(*)[4 * (SW_TILE_COLS / 4 + 1)]>(tile);
@@ -82,11 +85,22 @@ __global__ void __launch_bounds__(256) swizzle(dview index, int axis, const mxfa
     const bool col_in = c >= 0 && c < index.cols && pc < sw_cols;
     const int64_t left = (sw_cols - c0) / 4;
     const int atoms = left < SW_TILE_COLS / 4 ? (int)left : SW_TILE_COLS / 4;
+    const bool tile_words = words_in && c0 + SW_TILE_COLS <= index.cols; // the same for the whole block
     for (int64_t ar = blockIdx.y; ar < sw_rows / 128; ar += gridDim.y) {
-        for (int i = warp; i < 128; i += 8) {
-            const int64_t pr = ar * 128 + i;
-            const int64_t r = segs && axis == 0 ? unpad(segs, nsegs, pr) : pr;
-            bytes[i][lane] = col_in && r >= 0 && r < index.rows ? *at(index, r, c, 1) : 0;
+        if (tile_words) {
+            for (int k = (int)threadIdx.x; k < 128 * (SW_TILE_COLS / 4); k += 256) {
+                const int i = k / (SW_TILE_COLS / 4), q = k % (SW_TILE_COLS / 4);
+                const int64_t pr = ar * 128 + i;
+                const int64_t r = segs && axis == 0 ? unpad(segs, nsegs, pr) : pr;
+                tile[i][q] =
+                    r >= 0 && r < index.rows ? *reinterpret_cast<const uint32_t *>(at(index, r, c0 + 4 * q, 1)) : 0u;
+            }
+        } else {
+            for (int i = warp; i < 128; i += 8) {
+                const int64_t pr = ar * 128 + i;
+                const int64_t r = segs && axis == 0 ? unpad(segs, nsegs, pr) : pr;
+                bytes[i][lane] = col_in && r >= 0 && r < index.rows ? *at(index, r, c, 1) : 0;
+            }
         }
         __syncthreads();
         // word w of atom j: rows ((w % 4) * 32 + w / 4), the atom's 4 columns
@@ -147,7 +161,8 @@ cudaError_t launch_swizzle(const dview &index, int axis, const mxfa_segment *seg
     if (e != cudaSuccess)
         return e;
     swizzle<<<dim3(blocks_for(sw_cols, SW_TILE_COLS), rows_for(sw_rows / 128)), 256, 0, stream>>>(
-        index, axis, ds.p, nsegs, swizzled, sw_rows, sw_cols, reinterpret_cast<uintptr_t>(swizzled) % 4 == 0);
+        index, axis, ds.p, nsegs, swizzled, sw_rows, sw_cols, reinterpret_cast<uintptr_t>(swizzled) % 4 == 0,
+        index.cs == 1 && index.rs % 4 == 0 && reinterpret_cast<uintptr_t>(index.base) % 4 == 0 && !(segs && axis == 1));
     return cudaGetLastError();
 }
 

@@ -219,6 +219,17 @@ __device__ __forceinline__ uint32_t encode4_away_plain(const fp8_fmt &f, float r
            (uint32_t)__nv_cvt_float2_to_fp8x2(b, __NV_SATFINITE, kind) << 16;
 }
 
+// Four codes the general way, element by element: the rare case (NaN or
+// Inf in the block, poisoned, ties away outside the microxcaling kernels),
+// kept out of line so that the kernels' common path stays short in the
+// instruction cache.
+static __device__ __noinline__ uint32_t encode4_general(fp8_fmt f, block_rule r, uint32_t x0, uint32_t x1,
+                                                        uint32_t x2, uint32_t x3)
+{
+    return encode_element(f, r, x0) | encode_element(f, r, x1) << 8 | encode_element(f, r, x2) << 16 |
+           encode_element(f, r, x3) << 24;
+}
+
 // Four codes under a rule, packed like encode4_plain; plain: the block holds
 // no NaN or Inf. AWAY_FAST: ties away from zero through encode4_away_plain
 // (kernels for the microxcaling preset; elsewhere the code would only cost
@@ -230,8 +241,7 @@ __device__ __forceinline__ uint32_t encode4(const fp8_fmt &f, const block_rule &
         return encode4_plain(f, e8m0_reciprocal(r.scale), x[0], x[1], x[2], x[3]);
     if (AWAY_FAST && plain && !r.poisoned)
         return encode4_away_plain(f, e8m0_reciprocal(r.scale), x[0], x[1], x[2], x[3]);
-    return encode_element(f, r, x[0]) | encode_element(f, r, x[1]) << 8 | encode_element(f, r, x[2]) << 16 |
-           encode_element(f, r, x[3]) << 24;
+    return encode4_general(f, r, x[0], x[1], x[2], x[3]);
 }
 
 // bf16 of fp32 bits, nearest even; NaN stays a quiet NaN with its sign

@@ -119,8 +119,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                    int64_t d_cs, int tiles_m, int tiles_n)
 {
 #ifdef MXFA_SM90_CODE
-    extern __shared__ uint8_t raw[]; // sizeof(shared) + 1024 bytes: 128-byte swizzle needs 1024-byte alignment
-    shared &sh = *reinterpret_cast<shared *>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~(uintptr_t)1023);
+    extern __shared__ uint8_t raw[]; // sizeof(shared) + 1024 bytes
+    shared &sh = aligned_shared<shared>(raw);
     const int nks = (int)((K + BK - 1) / BK);
 
     const int group = 8, id = (int)blockIdx.x, per_group = group * tiles_n;

@@ -123,6 +123,23 @@ __device__ __forceinline__ float promote_wide(float p, float a, float b, float a
 // Accumulator fragment of m64n128 (per warpgroup):
 // element i of warp w, lane (g = lane / 4, t = lane % 4) is row
 // 16w + g + 8 * ((i / 2) % 2), column 8 * (i / 4) + 2t + i % 2.
+//
+// The float scales of a 128-row or 128-column tile are stored in the order
+// its threads read them (prepare_scales writes them so): the two rows of a
+// thread side by side (one 8-byte load), the 32 columns of a thread in
+// eight 16-byte loads.
+__host__ __device__ constexpr int scale_pos_a(int r) // r: a row of the tile
+{
+    return (r & ~15) + (r & 7) * 2 + ((r >> 3) & 1);
+}
+__host__ __device__ constexpr int scale_pos_b(int c) // c: a column of the tile
+{
+    // thread t = (c / 2) % 4 reads columns 8j + 2t, 8j + 2t + 1 (j = 0..15)
+    // as eight float4s, the q-th of them (j = 2q, 2q + 1) at float 16q + 4t:
+    // the four threads of a load read 64 consecutive bytes, no bank conflict
+    return (c >> 4) * 16 + ((c >> 1) & 3) * 4 + ((c >> 3) & 1) * 2 + (c & 1);
+}
+
 template <int TA, int TB, bool EXACT_IN_FLOAT>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_fp8(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
@@ -135,8 +152,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     // match the scales ends here.
     if ((*in_range != 0) != EXACT_IN_FLOAT)
         return;
-    extern __shared__ uint8_t raw[]; // sizeof(shared) + 1024 bytes: 128-byte swizzle needs 1024-byte alignment
-    shared &sh = *reinterpret_cast<shared *>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~(uintptr_t)1023);
+    extern __shared__ uint8_t raw[]; // sizeof(shared) + 1024 bytes
+    shared &sh = aligned_shared<shared>(raw);
     const int nks = (nkb + KB - 1) / KB;
 
     // tiles in groups of 8 rows of tiles, so that a wave reuses B from L2
@@ -158,15 +175,16 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (warp < 4) { // the producer warpgroup: its first thread streams the stages
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PRODUCER_REGS));
         if (threadIdx.x == 0)
-            for (int ks = 0; ks < nks; ks++) {
-                const int s = ks % STAGES;
+            for (int ks = 0, s = 0, phase = 0; ks < nks; ks++) {
                 if (ks >= STAGES)
-                    bar_wait(&sh.empty[s], ((ks / STAGES) - 1) & 1);
+                    bar_wait(&sh.empty[s], phase ^ 1);
                 bar_expect(&sh.full[s], sizeof(stage)); // the bytes of its four copies
                 tma_load(sh.st[s].a, &map_a, ks * BK, (int)m0, &sh.full[s]);
                 tma_load(sh.st[s].b, &map_b, ks * BK, (int)n0, &sh.full[s]);
                 tma_load(sh.st[s].sa, &map_sa, (int)m0, ks * KB, &sh.full[s]);
                 tma_load(sh.st[s].sb, &map_sb, (int)n0, ks * KB, &sh.full[s]);
+                if (++s == STAGES)
+                    s = 0, phase ^= 1;
             }
         return;
     }
@@ -188,62 +206,82 @@ __global__ void __launch_bounds__(THREADS, 1)
     // the registers of one in flight, or a branch it cannot prove uniform
     // runs meanwhile: hence the write-only wgmma outputs, the producer in a
     // warpgroup of its own, every thread arriving on the empty barriers, and
-    // the choice of promotion made per launch.
+    // the choice of promotion made per launch. Stages are walked with a
+    // running index and phase: no division in the loop.
     float part0[64], part1[64];
-    auto issue = [&](float(&p)[64], int k) { // block k's product into p
-        const int ks = k / KB, kb = k % KB;
-        stage &st = sh.st[ks % STAGES];
-        if (kb == 0)
-            bar_wait(&sh.full[ks % STAGES], (ks / STAGES) & 1);
+    const uint32_t a_off = (uint32_t)(wg * 64 * BK);
+    auto issue = [&](float(&p)[64], const stage &st, int kb) { // block kb of stage st into p
         asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-        wgmma_k32<TA, TB>(p, desc_sw128(st.a + wg * 64 * BK + kb * 32), desc_sw128(st.b + kb * 32));
+        wgmma_k32<TA, TB>(p, desc_sw128(st.a + a_off + kb * 32), desc_sw128(st.b + kb * 32));
         asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
     };
-    auto promote = [&](float(&p)[64], int k) { // block k's partial into acc; its stage released after its last
-        const int ks = k / KB, kb = k % KB;
-        stage &st = sh.st[ks % STAGES];
+    // block kb of stage st, waited for, into acc
+    auto promote = [&](float(&p)[64], const stage &st, int kb) {
+        const float2 a = *reinterpret_cast<const float2 *>(&st.sa[kb][scale_pos_a(row0)]);
+        const float4 *sb = reinterpret_cast<const float4 *>(&st.sb[kb][t * 4]);
         fence_regs(p);
-        const float a0 = st.sa[kb][row0], a1 = st.sa[kb][row0 + 8];
-        const float *sb = &st.sb[kb][2 * t];
 #pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const float2 b = *reinterpret_cast<const float2 *>(sb + 8 * j);
-            if constexpr (EXACT_IN_FLOAT) {
-                acc[4 * j + 0] = promote_fast(p[4 * j + 0], a0, b.x, acc[4 * j + 0]);
-                acc[4 * j + 1] = promote_fast(p[4 * j + 1], a0, b.y, acc[4 * j + 1]);
-                acc[4 * j + 2] = promote_fast(p[4 * j + 2], a1, b.x, acc[4 * j + 2]);
-                acc[4 * j + 3] = promote_fast(p[4 * j + 3], a1, b.y, acc[4 * j + 3]);
-            } else {
-                acc[4 * j + 0] = promote_wide(p[4 * j + 0], a0, b.x, acc[4 * j + 0]);
-                acc[4 * j + 1] = promote_wide(p[4 * j + 1], a0, b.y, acc[4 * j + 1]);
-                acc[4 * j + 2] = promote_wide(p[4 * j + 2], a1, b.x, acc[4 * j + 2]);
-                acc[4 * j + 3] = promote_wide(p[4 * j + 3], a1, b.y, acc[4 * j + 3]);
+        for (int j2 = 0; j2 < 8; j2++) {
+            const float4 b = sb[4 * j2]; // columns 8j + 2t and + 1 for j = 2 j2 and 2 j2 + 1
+            const float bs[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int j = 2 * j2 + h;
+                const float bx = bs[2 * h], by = bs[2 * h + 1];
+                if constexpr (EXACT_IN_FLOAT) {
+                    acc[4 * j + 0] = promote_fast(p[4 * j + 0], a.x, bx, acc[4 * j + 0]);
+                    acc[4 * j + 1] = promote_fast(p[4 * j + 1], a.x, by, acc[4 * j + 1]);
+                    acc[4 * j + 2] = promote_fast(p[4 * j + 2], a.y, bx, acc[4 * j + 2]);
+                    acc[4 * j + 3] = promote_fast(p[4 * j + 3], a.y, by, acc[4 * j + 3]);
+                } else {
+                    acc[4 * j + 0] = promote_wide(p[4 * j + 0], a.x, bx, acc[4 * j + 0]);
+                    acc[4 * j + 1] = promote_wide(p[4 * j + 1], a.x, by, acc[4 * j + 1]);
+                    acc[4 * j + 2] = promote_wide(p[4 * j + 2], a.y, bx, acc[4 * j + 2]);
+                    acc[4 * j + 3] = promote_wide(p[4 * j + 3], a.y, by, acc[4 * j + 3]);
+                }
             }
         }
-        if (kb == KB - 1 || k == nkb - 1)
-            bar_arrive(&sh.empty[ks % STAGES]);
     };
-    auto mid = [&](float(&cur)[64], float(&next)[64], int k) { // block k + 1 exists
-        issue(next, k + 1);
+    // One block: the next one's product issued, this one's waited for and
+    // promoted; or, for the last block, only the wait and the promotion.
+    auto step = [&](float(&cur)[64], float(&next)[64], const stage &st, int kb, const stage &next_st, int next_kb) {
+        issue(next, next_st, next_kb);
         asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-        promote(cur, k);
+        promote(cur, st, kb);
     };
-    auto last = [&](float(&cur)[64], int k) {
+    auto step_last = [&](float(&cur)[64], const stage &st, int kb) {
         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-        promote(cur, k);
+        promote(cur, st, kb);
     };
+    // Blocks go in pairs, k in part0 and k + 1 in part1, and a stage holds
+    // whole pairs; the loop body is one pair (ptxas would otherwise hoist the
+    // scale loads of a whole stage above its waits and run out of registers).
+    static_assert(KB % 2 == 0, "a stage holds whole pairs of blocks");
     if (nkb > 0) {
-        issue(part0, 0);
-        int k = 0;
+        bar_wait(&sh.full[0], 0);
+        issue(part0, sh.st[0], 0);
+        int k = 0, kb = 0, s = 0, phase = 0; // block k is block kb of stage s
         for (; k + 2 < nkb; k += 2) {
-            mid(part0, part1, k);
-            mid(part1, part0, k + 1);
+            const stage &st = sh.st[s];
+            step(part0, part1, st, kb, st, kb + 1);
+            if (kb + 2 < KB) {
+                step(part1, part0, st, kb + 1, st, kb + 2);
+                kb += 2;
+            } else {
+                const int ns = s + 1 == STAGES ? 0 : s + 1;
+                phase ^= ns == 0;
+                bar_wait(&sh.full[ns], phase);
+                step(part1, part0, st, kb + 1, sh.st[ns], 0);
+                bar_arrive(&sh.empty[s]); // this thread has read the stage
+                s = ns, kb = 0;
+            }
         }
+        const stage &st = sh.st[s];
         if (k + 1 < nkb) {
-            mid(part0, part1, k);
-            last(part1, k + 1);
+            step(part0, part1, st, kb, st, kb + 1);
+            step_last(part1, st, kb + 1);
         } else {
-            last(part0, k);
+            step_last(part0, st, kb);
         }
     }
 
@@ -257,7 +295,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 }
 
 // Scales of one operand, [rows, nkb] E8M0 bytes, as floats 2^(e - 127)
-// transposed to [nkb, rows_padded] (NaN for 0xFF), and each block column's
+// transposed to [nkb, rows_padded] (NaN for 0xFF), each tile of 128 in the
+// kernel's order (scale_pos_a, scale_pos_b), and each block column's
 // extreme exponents over the finite scales (atomics into ranges).
 __global__ void prepare_scales(const uint8_t *s, int64_t rows, int nkb, int64_t rs, int64_t cs, float *out,
                                int64_t rows_padded, scale_range *ranges, int side)
@@ -276,8 +315,9 @@ __global__ void prepare_scales(const uint8_t *s, int64_t rows, int nkb, int64_t 
             const int64_t r = r0 + threadIdx.x;
             const uint32_t e = tile[threadIdx.x][i];
             const bool real = r < rows && k < nkb;
+            const int64_t at = (r & ~(int64_t)127) + (side ? scale_pos_b((int)(r & 127)) : scale_pos_a((int)(r & 127)));
             if (k < nkb)
-                out[(int64_t)k * rows_padded + r] = !real       ? 0.0f
+                out[(int64_t)k * rows_padded + at] = !real       ? 0.0f
                                                     : e == 0xFF ? __uint_as_float(NAN_BITS)
                                                     : e == 0    ? __uint_as_float(0x00400000u) // 2^-127
                                                                 : __uint_as_float(e << 23);

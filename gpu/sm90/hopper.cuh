@@ -60,6 +60,15 @@ __device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int 
                  : "memory");
 }
 
+// The first 1024-byte-aligned address of dynamic shared memory at raw
+// (128-byte swizzle needs it), reached by pointer arithmetic on raw so that
+// the compiler still knows the pointer is shared: loads through it are
+// shared-memory loads, not generic ones.
+template <typename T> __device__ __forceinline__ T &aligned_shared(uint8_t *raw)
+{
+    return *reinterpret_cast<T *>(raw + ((1024u - (smem_addr(raw) & 1023u)) & 1023u));
+}
+
 // The wgmma descriptor of a K-major operand in 128-byte swizzle: rows of 128
 // bytes, 8-row atoms 1024 bytes apart (stride byte offset), the leading
 // offset unused; the start address steps 32 bytes (k32 of fp8, k16 of
