@@ -205,15 +205,33 @@ __device__ __forceinline__ float fp8_round_away(const fp8_fmt &f, float v)
     return __uint_as_float(sign | ((mag + (1u << shift)) & ~((2u << shift) - 1u)));
 }
 
+// fp8_round_away where |v| is at least the format's smallest normal: there
+// the fp8 value keeps mbits fraction bits whatever the binade, so the half
+// unit and the mask are constants, and adding to the signed bits cannot
+// carry into the sign (v is at most a few times the largest finite value).
+__device__ __forceinline__ float fp8_round_away_normal(const fp8_fmt &f, float v)
+{
+    const int shift = 22 - f.mbits;
+    return __uint_as_float((__float_as_uint(v) + (1u << shift)) & ~((2u << shift) - 1u));
+}
+
 // encode4_plain for ties away from zero (microxcaling): each scaled value
-// rounded by fp8_round_away, then the same exact conversion.
+// rounded by fp8_round_away (by fp8_round_away_normal when all four are
+// normal in the format, the common case), then the same exact conversion.
 __device__ __forceinline__ uint32_t encode4_away_plain(const fp8_fmt &f, float rcp, uint32_t x0, uint32_t x1,
                                                        uint32_t x2, uint32_t x3)
 {
-    const float2 a = make_float2(fp8_round_away(f, __fmul_rn(__uint_as_float(x0), rcp)),
-                                 fp8_round_away(f, __fmul_rn(__uint_as_float(x1), rcp)));
-    const float2 b = make_float2(fp8_round_away(f, __fmul_rn(__uint_as_float(x2), rcp)),
-                                 fp8_round_away(f, __fmul_rn(__uint_as_float(x3), rcp)));
+    const float v[4] = {__fmul_rn(__uint_as_float(x0), rcp), __fmul_rn(__uint_as_float(x1), rcp),
+                        __fmul_rn(__uint_as_float(x2), rcp), __fmul_rn(__uint_as_float(x3), rcp)};
+    const float min_normal = __uint_as_float((uint32_t)(127 + f.emin) << 23);
+    float2 a, b;
+    if (fminf(fminf(fabsf(v[0]), fabsf(v[1])), fminf(fabsf(v[2]), fabsf(v[3]))) >= min_normal) {
+        a = make_float2(fp8_round_away_normal(f, v[0]), fp8_round_away_normal(f, v[1]));
+        b = make_float2(fp8_round_away_normal(f, v[2]), fp8_round_away_normal(f, v[3]));
+    } else {
+        a = make_float2(fp8_round_away(f, v[0]), fp8_round_away(f, v[1]));
+        b = make_float2(fp8_round_away(f, v[2]), fp8_round_away(f, v[3]));
+    }
     const __nv_fp8_interpretation_t kind = f.e4m3 ? __NV_E4M3 : __NV_E5M2;
     return (uint32_t)__nv_cvt_float2_to_fp8x2(a, __NV_SATFINITE, kind) |
            (uint32_t)__nv_cvt_float2_to_fp8x2(b, __NV_SATFINITE, kind) << 16;
