@@ -163,13 +163,8 @@ int bench_device(const char *cmd, mxfa_ctx *ctx, int reps)
         const double copy_rate = op_bytes(OP_COPY) / secs[OP_COPY];
         const double small_rate = op_bytes(OP_COPY_SCALES) / secs[OP_COPY_SCALES];
         for (int op = 0; op < OP_GEMM; op++) {
-            double rate = op_bytes(op) / secs[op];
-            if (op == OP_SWIZZLE) {
-                printf("%-40s %10.1f %11.0f%% %10.4f\n", op_name[op], rate / 1e9, 100 * rate / small_rate,
-                       secs[op] * 1e3);
-                continue;
-            }
-            printf("%-40s %10.1f %11.0f%% %10.4f\n", op_name[op], rate / 1e9, 100 * rate / copy_rate, secs[op] * 1e3);
+            const double rate = op_bytes(op) / secs[op], ceiling = op == OP_SWIZZLE ? small_rate : copy_rate;
+            printf("%-40s %10.1f %11.0f%% %10.4f\n", op_name[op], rate / 1e9, 100 * rate / ceiling, secs[op] * 1e3);
         }
         const double flops = 2.0 * GEMM_N * GEMM_N * GEMM_N;
         for (int op = OP_GEMM; op < NOPS; op++)

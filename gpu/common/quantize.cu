@@ -634,24 +634,25 @@ __global__ void __launch_bounds__(256, 4) dequantize(dview data, dview scales, d
     }
 }
 
+// fn(std::true_type{}) or fn(std::false_type{}): b as a compile-time constant.
+template <typename F> cudaError_t with_bool(bool b, F &&fn)
+{
+    return b ? fn(std::true_type{}) : fn(std::false_type{});
+}
+
 // fn(e4m3, preset) with both as compile-time constants (std::integral_constant).
 template <typename F> cudaError_t with_format_and_preset(bool e4m3, int preset, F &&fn)
 {
-    using yes = std::true_type;
-    using no = std::false_type;
+    auto with_preset = [&](auto pr) { return with_bool(e4m3, [&](auto e) { return fn(e, pr); }); };
     switch (preset) {
     case MXFA_PRESET_RCEIL:
-        return e4m3 ? fn(yes{}, std::integral_constant<int, MXFA_PRESET_RCEIL>{})
-                    : fn(no{}, std::integral_constant<int, MXFA_PRESET_RCEIL>{});
+        return with_preset(std::integral_constant<int, MXFA_PRESET_RCEIL>{});
     case MXFA_PRESET_OCP:
-        return e4m3 ? fn(yes{}, std::integral_constant<int, MXFA_PRESET_OCP>{})
-                    : fn(no{}, std::integral_constant<int, MXFA_PRESET_OCP>{});
+        return with_preset(std::integral_constant<int, MXFA_PRESET_OCP>{});
     case MXFA_PRESET_TORCHAO_RCEIL:
-        return e4m3 ? fn(yes{}, std::integral_constant<int, MXFA_PRESET_TORCHAO_RCEIL>{})
-                    : fn(no{}, std::integral_constant<int, MXFA_PRESET_TORCHAO_RCEIL>{});
+        return with_preset(std::integral_constant<int, MXFA_PRESET_TORCHAO_RCEIL>{});
     case MXFA_PRESET_MICROXCALING:
-        return e4m3 ? fn(yes{}, std::integral_constant<int, MXFA_PRESET_MICROXCALING>{})
-                    : fn(no{}, std::integral_constant<int, MXFA_PRESET_MICROXCALING>{});
+        return with_preset(std::integral_constant<int, MXFA_PRESET_MICROXCALING>{});
     }
     return cudaErrorInvalidValue; // the library checks presets before it calls the backend
 }
@@ -739,9 +740,9 @@ cudaError_t launch_dequantize(const dview &data, const dview &scales, int block,
             dequantize<E4M3, BF16_OUT, MXFA_BLOCK_SQUARE><<<grid, threads, 0, stream>>>(data, scales, out, vec);
         return cudaGetLastError();
     };
-    const bool e4m3 = data.dtype != MXFA_E5M2, bf16 = out.dtype == MXFA_BF16;
-    return e4m3 ? (bf16 ? go(std::true_type{}, std::true_type{}) : go(std::true_type{}, std::false_type{}))
-                : (bf16 ? go(std::false_type{}, std::true_type{}) : go(std::false_type{}, std::false_type{}));
+    return with_bool(data.dtype != MXFA_E5M2, [&](auto e4m3) {
+        return with_bool(out.dtype == MXFA_BF16, [&](auto bf16) { return go(e4m3, bf16); });
+    });
 }
 
 } // namespace mxfa_gpu

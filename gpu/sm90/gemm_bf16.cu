@@ -123,18 +123,10 @@ __global__ void __launch_bounds__(THREADS, 1)
     shared &sh = aligned_shared<shared>(raw);
     const int nks = (int)((K + BK - 1) / BK);
 
-    const int group = 8, id = (int)blockIdx.x, per_group = group * tiles_n;
-    const int first_m = (id / per_group) * group, rows_in_group = min(tiles_m - first_m, group);
-    const int tile_m = first_m + (id % per_group) % rows_in_group, tile_n = (id % per_group) / rows_in_group;
-    const int64_t m0 = (int64_t)tile_m * BM, n0 = (int64_t)tile_n * BN;
-
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; s++) {
-            bar_init(&sh.full[s], 1);
-            bar_init(&sh.empty[s], CONSUMERS * 128);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
+    const int2 tile = grouped_tile((int)blockIdx.x, tiles_m, tiles_n);
+    const int64_t m0 = (int64_t)tile.x * BM, n0 = (int64_t)tile.y * BN;
+    if (threadIdx.x == 0)
+        init_ring(sh.full, sh.empty, CONSUMERS * 128);
     __syncthreads();
 
     const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;

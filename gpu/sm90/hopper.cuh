@@ -60,6 +60,29 @@ __device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int 
                  : "memory");
 }
 
+// The tile of D that block `id` of the grid makes, as (tile row, tile
+// column): tiles go in groups of eight rows of tiles, down each column of a
+// group first, so that a wave of blocks reuses B's tiles from L2.
+__device__ __forceinline__ int2 grouped_tile(int id, int tiles_m, int tiles_n)
+{
+    const int group = 8, per_group = group * tiles_n;
+    const int first_m = (id / per_group) * group, rows_in_group = min(tiles_m - first_m, group);
+    return make_int2(first_m + (id % per_group) % rows_in_group, (id % per_group) / rows_in_group);
+}
+
+// The mbarriers of a ring of N stages: `full` completes on the producer's
+// one arrive (with the bytes it expects), `empty` on every consumer
+// thread's. One thread calls it; the block synchronizes after.
+template <int N>
+__device__ __forceinline__ void init_ring(uint64_t (&full)[N], uint64_t (&empty)[N], uint32_t consumer_threads)
+{
+    for (int s = 0; s < N; s++) {
+        bar_init(&full[s], 1);
+        bar_init(&empty[s], consumer_threads);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
 // The first 1024-byte-aligned address of dynamic shared memory at raw
 // (128-byte swizzle needs it), reached by pointer arithmetic on raw so that
 // the compiler still knows the pointer is shared: loads through it are
