@@ -106,6 +106,14 @@ __device__ __forceinline__ float e8m0_reciprocal(uint32_t code)
 // 0xFF not).
 __device__ __forceinline__ uint32_t e8m0_ceil(uint32_t x, uint32_t too_big)
 {
+    // A normal x is 2^(e8 - 127) times 1.m: its code is e8, one more unless
+    // m is zero (the common case, in a few instructions; the general code
+    // below gives the same for every such x, checked for all 2^32 inputs).
+    const uint32_t e8 = (x & 0x7FFFFFFFu) >> 23;
+    if (e8 - 1u < 254u) {
+        const uint32_t code = e8 + ((x & 0x7FFFFFu) != 0);
+        return code > 254u ? too_big : code;
+    }
     if (f32_is_nan(x))
         return 0xFFu;
     x &= 0x7FFFFFFFu;
