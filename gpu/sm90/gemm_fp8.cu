@@ -206,14 +206,31 @@ __global__ void __launch_bounds__(THREADS, 1)
         wgmma_k32<TA, TB>(p, desc_sw128(st.a + a_off + kb * 32), desc_sw128(st.b + kb * 32));
         asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
     };
-    // block kb of stage st, waited for, into acc
-    auto promote = [&](float(&p)[64], const stage &st, int kb) {
-        const float2 a = *reinterpret_cast<const float2 *>(&st.sa[kb][scale_pos_a(row0)]);
-        const float4 *sb = reinterpret_cast<const float4 *>(&st.sb[kb][t * 4]);
+    // A block's first scales, read into registers before its wgmma is
+    // waited for, so that the shared-memory latency hides behind the wait
+    // (the first half: more spilled in the exact-in-double instances).
+    constexpr int EARLY = 4;
+    struct block_scales {
+        float2 a;
+        float4 b[EARLY];
+        const float4 *rest;
+    };
+    auto scales_of = [&](const stage &st, int kb) {
+        block_scales sc;
+        sc.a = *reinterpret_cast<const float2 *>(&st.sa[kb][scale_pos_a(row0)]);
+        sc.rest = reinterpret_cast<const float4 *>(&st.sb[kb][t * 4]);
+#pragma unroll
+        for (int j2 = 0; j2 < EARLY; j2++)
+            sc.b[j2] = sc.rest[4 * j2]; // columns 8j + 2t and + 1 for j = 2 j2 and 2 j2 + 1
+        return sc;
+    };
+    // a block's partial, waited for, into acc
+    auto promote = [&](float(&p)[64], const block_scales &sc) {
+        const float2 a = sc.a;
         fence_regs(p);
 #pragma unroll
         for (int j2 = 0; j2 < 8; j2++) {
-            const float4 b = sb[4 * j2]; // columns 8j + 2t and + 1 for j = 2 j2 and 2 j2 + 1
+            const float4 b = j2 < EARLY ? sc.b[j2] : sc.rest[4 * j2];
             const float bs[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
             for (int h = 0; h < 2; h++) {
@@ -236,13 +253,15 @@ __global__ void __launch_bounds__(THREADS, 1)
     // One block: the next one's product issued, this one's waited for and
     // promoted; or, for the last block, only the wait and the promotion.
     auto step = [&](float(&cur)[64], float(&next)[64], const stage &st, int kb, const stage &next_st, int next_kb) {
+        const block_scales sc = scales_of(st, kb);
         issue(next, next_st, next_kb);
         asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-        promote(cur, st, kb);
+        promote(cur, sc);
     };
     auto step_last = [&](float(&cur)[64], const stage &st, int kb) {
+        const block_scales sc = scales_of(st, kb);
         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-        promote(cur, st, kb);
+        promote(cur, sc);
     };
     // Blocks go in pairs, k in part0 and k + 1 in part1, and a stage holds
     // whole pairs; the loop body is one pair (ptxas would otherwise hoist the
