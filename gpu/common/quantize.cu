@@ -203,51 +203,94 @@ __global__ void __launch_bounds__(256, 3) quantize_rows(dview x, dview data, dvi
     }
 }
 
-// The same for contiguous aligned bf16 rows, BF16_ROWS rows at a time, kept
-// packed (four words a row) until used: more rows in flight in the same
-// registers. Six, not eight: eight spilled under the cap of 80 registers
-// (and four for microxcaling, whose rounding takes more).
-template <int PRESET> __host__ __device__ constexpr int bf16_rows()
+// The first n of sixteen bf16 (packed in lo and hi, element 2i in the low
+// half of word i) encoded the general way and stored byte by byte: the rare
+// case, out of line so that no register of the kernel's rows in flight
+// lives across a call.
+static __device__ __noinline__ void encode16_bf16_general(fp8_fmt f, block_rule r, uint4 lo, uint4 hi, int n,
+                                                          uint8_t *out)
 {
-    return PRESET == MXFA_PRESET_MICROXCALING ? 4 : 6;
+    const uint32_t h[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    for (int i = 0; i < n; i++)
+        out[i] = (uint8_t)encode_element(f, r, i % 2 ? h[i / 2] & 0xFFFF0000u : h[i / 2] << 16);
 }
-template <bool E4M3, int PRESET>
-__global__ void __launch_bounds__(256, 3) quantize_rows_bf16(dview x, dview data, dview scales)
+
+// The same for contiguous aligned bf16 rows: two threads share a block,
+// sixteen values each (two 16-byte loads, one 16-byte store when the codes'
+// rows are 16-byte aligned), BF16_ROWS rows at a time, kept packed (eight
+// words a row) until used. Half the threads of the kernel above share each
+// block's rule, so the rule's instructions cost half as much per element.
+template <bool E4M3, int PRESET, int BF16_ROWS>
+__global__ void __launch_bounds__(256, 2) quantize_rows_bf16(dview x, dview data, dview scales, bool store16)
 {
-    constexpr int BF16_ROWS = bf16_rows<PRESET>();
     const fp8_fmt f = E4M3 ? fp8_e4m3() : fp8_e5m2();
     constexpr int preset = PRESET;
     constexpr bool MX = PRESET == MXFA_PRESET_MICROXCALING;
     const int64_t nb = (x.cols + 31) / 32;
-    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, cb = t >> 2;
-    const int part = (int)(t & 3);
-    const int64_t c0 = cb * 32 + part * 8;
-    const int n = cb < nb ? (int)(x.cols - c0 < 8 ? (x.cols - c0 > 0 ? x.cols - c0 : 0) : 8) : 0;
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, cb = t >> 1;
+    const int part = (int)(t & 1);
+    const int64_t c0 = cb * 32 + part * 16;
+    const int n = cb < nb ? (int)(x.cols - c0 < 16 ? (x.cols - c0 > 0 ? x.cols - c0 : 0) : 16) : 0;
     for (int64_t r0 = (int64_t)blockIdx.y * BF16_ROWS; r0 < x.rows; r0 += (int64_t)gridDim.y * BF16_ROWS) {
-        uint4 raw[BF16_ROWS];
+        uint4 raw[BF16_ROWS][2];
 #pragma unroll
         for (int k = 0; k < BF16_ROWS; k++)
-            if (r0 + k < x.rows && n == 8)
-                raw[k] = *reinterpret_cast<const uint4 *>(x.base + ((r0 + k) * x.rs + c0) * 2);
+            if (r0 + k < x.rows && n == 16) {
+                const uint4 *p = reinterpret_cast<const uint4 *>(x.base + ((r0 + k) * x.rs + c0) * 2);
+                raw[k][0] = p[0], raw[k][1] = p[1];
+            }
 #pragma unroll
         for (int k = 0; k < BF16_ROWS; k++) {
             const int64_t r = r0 + k;
             if (r >= x.rows) // the same for the whole block
                 break;
-            uint32_t v[8], top;
-            if (n == 8) {
-                const uint32_t h[4] = {raw[k].x, raw[k].y, raw[k].z, raw[k].w};
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    v[2 * i] = h[i] << 16, v[2 * i + 1] = h[i] & 0xFFFF0000u;
-                top = lane_top_bf16(h[0], h[1], h[2], h[3]);
+            uint32_t h[8]; // packed pairs: element 2i in the low half of h[i]
+            if (n == 16) {
+                h[0] = raw[k][0].x, h[1] = raw[k][0].y, h[2] = raw[k][0].z, h[3] = raw[k][0].w;
+                h[4] = raw[k][1].x, h[5] = raw[k][1].y, h[6] = raw[k][1].z, h[7] = raw[k][1].w;
             } else {
 #pragma unroll
                 for (int i = 0; i < 8; i++)
-                    v[i] = i < n ? load_f32_bits(x, r, c0 + i) : 0u;
-                top = lane_top(v);
+                    h[i] = (2 * i < n ? load_f32_bits(x, r, c0 + 2 * i) >> 16 : 0u) |
+                           (2 * i + 1 < n ? load_f32_bits(x, r, c0 + 2 * i + 1) & 0xFFFF0000u : 0u);
             }
-            row_block<MX>(f, preset, v, top, n, part, r, cb, c0, n == 8, data, scales);
+            const uint32_t top = reduce_max(
+                umax(lane_top_bf16(h[0], h[1], h[2], h[3]), lane_top_bf16(h[4], h[5], h[6], h[7])), 2);
+            bool plain;
+            block_rule rule;
+            if (__any_sync(kFull, top > kF32Inf)) { // a NaN in some block of the warp: exact statistics
+                uint32_t v[16];
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    v[2 * i] = h[i] << 16, v[2 * i + 1] = h[i] & 0xFFFF0000u;
+                rule = warp_rule<16>(f, preset, top, v, 2, &plain);
+            } else {
+                plain = top < kF32Inf;
+                rule = rule_from_amax(f, preset, top, false, top == kF32Inf);
+            }
+            if (n == 0)
+                continue;
+            if (part == 0)
+                *byte_at(scales, r, cb) = (uint8_t)rule.scale;
+            uint8_t *out = byte_at(data, r, c0);
+            const uint4 lo = make_uint4(h[0], h[1], h[2], h[3]), hi = make_uint4(h[4], h[5], h[6], h[7]);
+            if (n == 16 && plain && !rule.poisoned && (!rule.away || MX)) {
+                uint32_t q[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const uint32_t v[4] = {h[2 * i] << 16, h[2 * i] & 0xFFFF0000u, h[2 * i + 1] << 16,
+                                           h[2 * i + 1] & 0xFFFF0000u};
+                    q[i] = encode4<MX>(f, rule, true, v);
+                }
+                if (store16) {
+                    *reinterpret_cast<uint4 *>(out) = make_uint4(q[0], q[1], q[2], q[3]);
+                } else {
+                    reinterpret_cast<uint2 *>(out)[0] = make_uint2(q[0], q[1]);
+                    reinterpret_cast<uint2 *>(out)[1] = make_uint2(q[2], q[3]);
+                }
+            } else {
+                encode16_bf16_general(f, rule, lo, hi, n, out);
+            }
         }
     }
 }
@@ -669,13 +712,17 @@ cudaError_t launch_quantize(const dview &x, const mxfa_segment *segs, int nsegs,
         const bool vec = x.cs == 1 && data.cs == 1 && reinterpret_cast<uintptr_t>(x.base) % 16 == 0 &&
                          (x.rs * (int64_t)es) % 16 == 0 && reinterpret_cast<uintptr_t>(data.base) % 8 == 0 &&
                          data.rs % 8 == 0;
+        const bool store16 = reinterpret_cast<uintptr_t>(data.base) % 16 == 0 && data.rs % 16 == 0;
         const unsigned gx = blocks_for(((x.cols + 31) / 32) * 4, threads);
         const dim3 grid4(gx, rows_for((x.rows + 3) / 4));
         return with_format_and_preset(data.dtype != MXFA_E5M2, preset, [&](auto e4m3, auto pr) {
             if (vec && x.dtype == MXFA_BF16)
-                quantize_rows_bf16<e4m3.value, pr.value>
-                    <<<dim3(gx, rows_for((x.rows + bf16_rows<pr.value>() - 1) / bf16_rows<pr.value>())), threads, 0,
-                       stream>>>(x, data, scales);
+            {
+                constexpr int rows = pr.value == MXFA_PRESET_MICROXCALING ? 4 : 6;
+                quantize_rows_bf16<e4m3.value, pr.value, rows>
+                    <<<dim3(blocks_for(((x.cols + 31) / 32) * 2, threads), rows_for((x.rows + rows - 1) / rows)),
+                       threads, 0, stream>>>(x, data, scales, store16);
+            }
             else
                 quantize_rows<e4m3.value, pr.value><<<grid4, threads, 0, stream>>>(x, data, scales, vec);
             return cudaGetLastError();
