@@ -23,9 +23,12 @@ typedef struct dev_bench {
 } dev_bench;
 
 enum {
-    OP_COPY, OP_Q_ROW, OP_Q_ROW_BF16, OP_Q_COL, OP_Q_SQUARE, OP_Q_ROW_MX, OP_DQ_ROW, OP_DQ_ROW_BF16,
+    OP_COPY, OP_Q_ROW, OP_Q_ROW_BF16, OP_Q_COL, OP_Q_SQUARE, OP_Q_ROW_E5M2_OCP, OP_Q_ROW_TORCHAO, OP_Q_JAGGED_COL,
+    OP_Q_ROW_MX, /* the last quantization: its codes and row scales feed the rest */
+    OP_DQ_ROW, OP_DQ_ROW_BF16, OP_TRANSPOSE, OP_DQ_COL, OP_DQ_SQUARE,
     OP_COPY_SCALES, OP_SWIZZLE, /* the scales are small: the swizzle is measured against a copy of their size */
-    OP_GEMM, OP_GEMM_BF16, /* not copies: reported in TFLOP/s */
+    OP_SWIZZLE_BIG, OP_UNSWIZZLE_BIG, OP_SCATTER, OP_GATHER, /* 256 MiB of scales, against the big copy */
+    OP_GEMM, OP_GEMM_BF16,                                   /* not copies: reported in TFLOP/s */
     NOPS
 };
 
@@ -33,11 +36,30 @@ enum {
  * GEMM_N, K = GEMM_N. */
 #define GEMM_N 8192
 
+/* The large layouts: the row scales of a [BIG_ROWS, BIG_COLS] matrix, 256
+ * MiB, read from one f32 buffer and written to another (the bytes are a
+ * permutation's input: any byte is a scale); the jagged ones are
+ * JAGGED_BATCH sequences of JAGGED_LEN_A and JAGGED_LEN_B tokens in turn,
+ * of the same width. */
+#define BIG_ROWS 65536
+#define BIG_COLS 131072
+#define JAGGED_BATCH 16
+#define JAGGED_LEN_A 4000
+#define JAGGED_LEN_B 4100
+_Static_assert((int64_t)BIG_ROWS * (BIG_COLS / 32) <= (int64_t)ROWS * COLS * 4 && BIG_ROWS % 128 == 0 &&
+                   (BIG_COLS / 32) % 4 == 0,
+               "the large swizzle fits the f32 buffers without padding");
+_Static_assert((int64_t)JAGGED_BATCH * 4224 * (BIG_COLS / 32) <= (int64_t)ROWS * COLS * 4,
+               "the jagged scatter's padded rows fit the f32 buffers");
+
 static const char *const op_name[NOPS] = {
     "device copy (the ceiling)", "quantize row f32->e4m3 rceil", "quantize row bf16->e4m3 rceil",
-    "quantize col f32->e4m3 rceil", "quantize square f32->e4m3 rceil", "quantize row f32->e4m3 microxcaling",
-    "dequantize row e4m3->f32", "dequantize row e4m3->bf16", "device copy of the scales (4 MiB)",
-    "swizzle row scales (of that copy)", "gemm sm90-fp8", "gemm sm90-bf16"};
+    "quantize col f32->e4m3 rceil", "quantize square f32->e4m3 rceil", "quantize row f32->e5m2 ocp",
+    "quantize row f32->e4m3 torchao-rceil", "quantize jagged col f32->e4m3", "quantize row f32->e4m3 microxcaling",
+    "dequantize row e4m3->f32", "dequantize row e4m3->bf16", "transpose row -> col", "dequantize col e4m3->f32",
+    "dequantize square e4m3->f32", "device copy of the scales (4 MiB)",
+    "swizzle row scales (of that copy)", "swizzle row scales, 256 MiB", "unswizzle row scales, 256 MiB",
+    "scatter jagged row scales, 253 MiB", "gather jagged row scales, 253 MiB", "gemm sm90-fp8", "gemm sm90-bf16"};
 
 static mxfa_tensor dev2(void *p, mxfa_dtype dt, int64_t rows, int64_t cols)
 {
@@ -46,29 +68,55 @@ static mxfa_tensor dev2(void *p, mxfa_dtype dt, int64_t rows, int64_t cols)
     return t;
 }
 
+/* The jagged batch's cumulative lengths (JAGGED_BATCH + 1 entries) and its
+ * scale rows in the padded layout. */
+static int64_t jagged_seqlens(int32_t *cu)
+{
+    cu[0] = 0;
+    for (int i = 0; i < JAGGED_BATCH; i++)
+        cu[i + 1] = cu[i] + (i % 2 ? JAGGED_LEN_B : JAGGED_LEN_A);
+    int64_t sf[JAGGED_BATCH + 1];
+    mxfa_jagged_sf_offsets(cu, JAGGED_BATCH, sf);
+    return sf[JAGGED_BATCH];
+}
+
 /* Bytes the operation must read and write, at least. */
 static double op_bytes(int op)
 {
-    const double n = (double)ROWS * COLS, scales = n / 32;
+    const double n = (double)ROWS * COLS, scales = n / 32, big = (double)BIG_ROWS * (BIG_COLS / 32);
+    int32_t cu[JAGGED_BATCH + 1];
+    const double padded = (double)jagged_seqlens(cu) * (BIG_COLS / 32),
+                 compact = (double)cu[JAGGED_BATCH] * (BIG_COLS / 32);
     switch (op) {
     case OP_COPY: return 2 * 4 * n;
     case OP_Q_ROW_BF16: return 2 * n + n + scales;
-    case OP_DQ_ROW: return n + scales + 4 * n;
+    case OP_DQ_ROW:
+    case OP_DQ_COL: return n + scales + 4 * n;
+    case OP_DQ_SQUARE: return n + n / 1024 + 4 * n;
     case OP_DQ_ROW_BF16: return n + scales + 2 * n;
+    case OP_TRANSPOSE: return 2 * (n + scales);
     case OP_COPY_SCALES:
     case OP_SWIZZLE: return 2 * scales;
+    case OP_SWIZZLE_BIG:
+    case OP_UNSWIZZLE_BIG: return 2 * big;
+    case OP_SCATTER: return compact + padded; /* every byte of the padded layout is written */
+    case OP_GATHER: return 2 * compact;
     default: return 4 * n + n + scales;
     }
 }
 
 static mxfa_status run(dev_bench *b)
 {
-    const mxfa_block block = b->op == OP_Q_COL ? MXFA_BLOCK_COL : b->op == OP_Q_SQUARE ? MXFA_BLOCK_SQUARE
-                                                                                          : MXFA_BLOCK_ROW;
+    const mxfa_block block = b->op == OP_Q_COL || b->op == OP_Q_JAGGED_COL || b->op == OP_DQ_COL ? MXFA_BLOCK_COL
+                             : b->op == OP_Q_SQUARE || b->op == OP_DQ_SQUARE                     ? MXFA_BLOCK_SQUARE
+                                                                                                 : MXFA_BLOCK_ROW;
     int64_t sr, sc;
     mxfa_scales_shape(block, ROWS, COLS, &sr, &sc);
-    mxfa_mx q = {dev2(b->codes, MXFA_E4M3, ROWS, COLS), dev2(b->scales, MXFA_E8M0, sr, sc), block,
-                 MXFA_LAYOUT_COMPACT};
+    int32_t cu[JAGGED_BATCH + 1];
+    const int64_t jagged_rows = jagged_seqlens(cu);
+    mxfa_mx q = {dev2(b->codes, b->op == OP_Q_ROW_E5M2_OCP ? MXFA_E5M2 : MXFA_E4M3, ROWS, COLS),
+                 dev2(b->scales, MXFA_E8M0, sr, sc), block, MXFA_LAYOUT_COMPACT};
+    int64_t wr, wc;
     switch (b->op) {
     case OP_COPY: return mxfa_memcpy(b->ctx, b->copy, b->x, (size_t)ROWS * COLS * 4);
     case OP_COPY_SCALES: return mxfa_memcpy(b->ctx, b->copy, b->scales, (size_t)ROWS * COLS / 32);
@@ -76,10 +124,28 @@ static mxfa_status run(dev_bench *b)
         mxfa_tensor x = dev2(b->xb, MXFA_BF16, ROWS, COLS);
         return mxfa_quantize(b->ctx, &x, MXFA_PRESET_RCEIL, &q);
     }
+    case OP_Q_JAGGED_COL: {
+        mxfa_tensor x = dev2(b->x, MXFA_F32, ROWS, COLS);
+        int32_t cuq[JAGGED_BATCH + 1]; /* the same lengths, scaled to the matrix's rows */
+        for (int i = 0; i <= JAGGED_BATCH; i++)
+            cuq[i] = (int32_t)((int64_t)cu[i] * ROWS / cu[JAGGED_BATCH]);
+        mxfa_jagged_scale_rows(cuq, JAGGED_BATCH, &sr);
+        q.scales = dev2(b->scales, MXFA_E8M0, sr, sc);
+        return mxfa_quantize_jagged(b->ctx, &x, cuq, JAGGED_BATCH, MXFA_PRESET_RCEIL, &q);
+    }
     case OP_DQ_ROW:
-    case OP_DQ_ROW_BF16: {
-        mxfa_tensor o = dev2(b->out, b->op == OP_DQ_ROW ? MXFA_F32 : MXFA_BF16, ROWS, COLS);
+    case OP_DQ_ROW_BF16:
+    case OP_DQ_COL:
+    case OP_DQ_SQUARE: { /* col and square read the row scales as theirs: any byte is a scale */
+        mxfa_tensor o = dev2(b->out, b->op == OP_DQ_ROW_BF16 ? MXFA_BF16 : MXFA_F32, ROWS, COLS);
         return mxfa_dequantize(b->ctx, &q, &o);
+    }
+    case OP_TRANSPOSE: {
+        int64_t tr, tc;
+        mxfa_scales_shape(MXFA_BLOCK_COL, COLS, ROWS, &tr, &tc);
+        mxfa_mx t = {dev2(b->out, MXFA_E4M3, COLS, ROWS), dev2(b->copy, MXFA_E8M0, tr, tc), MXFA_BLOCK_COL,
+                     MXFA_LAYOUT_COMPACT};
+        return mxfa_transpose(b->ctx, &q, &t);
     }
     case OP_GEMM:
     case OP_GEMM_BF16: {
@@ -87,20 +153,40 @@ static mxfa_status run(dev_bench *b)
         uint8_t *codes = b->codes, *scales = b->scales;
         mxfa_mx A = {dev2(codes, MXFA_E4M3, n, n), dev2(scales, MXFA_E8M0, n, nkb), MXFA_BLOCK_ROW,
                      MXFA_LAYOUT_COMPACT};
-        mxfa_mx B = {dev2(codes + n * n, MXFA_E4M3, n, n), dev2(scales + n * nkb, MXFA_E8M0, n, nkb),
-                     MXFA_BLOCK_ROW, MXFA_LAYOUT_COMPACT};
+        mxfa_mx B = {dev2(codes + n * n, MXFA_E4M3, n, n), dev2(scales + n * nkb, MXFA_E8M0, n, nkb), MXFA_BLOCK_ROW,
+                     MXFA_LAYOUT_COMPACT};
         mxfa_tensor d = dev2(b->out, MXFA_F32, n, n);
         return mxfa_gemm(b->ctx, &A, &B, NULL, b->op == OP_GEMM ? MXFA_MODEL_SM90_FP8 : MXFA_MODEL_SM90_BF16, &d);
     }
     case OP_SWIZZLE: {
-        int64_t wr, wc;
         mxfa_swizzled_shape(MXFA_BLOCK_ROW, ROWS, COLS, &wr, &wc);
         mxfa_tensor s = dev2(b->scales, MXFA_E8M0, ROWS, COLS / 32), w = dev2(b->sw, MXFA_E8M0, wr, wc);
         return mxfa_scales_swizzle(b->ctx, &s, MXFA_BLOCK_ROW, ROWS, COLS, &w);
     }
+    case OP_SWIZZLE_BIG:
+    case OP_UNSWIZZLE_BIG: {
+        mxfa_swizzled_shape(MXFA_BLOCK_ROW, BIG_ROWS, BIG_COLS, &wr, &wc);
+        mxfa_tensor s = dev2(b->x, MXFA_E8M0, BIG_ROWS, BIG_COLS / 32), w = dev2(b->out, MXFA_E8M0, wr, wc);
+        if (b->op == OP_SWIZZLE_BIG)
+            return mxfa_scales_swizzle(b->ctx, &s, MXFA_BLOCK_ROW, BIG_ROWS, BIG_COLS, &w);
+        s.data = b->copy;
+        return mxfa_scales_unswizzle(b->ctx, &w, MXFA_BLOCK_ROW, BIG_ROWS, BIG_COLS, &s);
+    }
+    case OP_SCATTER:
+    case OP_GATHER: {
+        mxfa_tensor s = dev2(b->op == OP_SCATTER ? b->x : b->copy, MXFA_E8M0, cu[JAGGED_BATCH], BIG_COLS / 32),
+                    w = dev2(b->out, MXFA_E8M0, jagged_rows, BIG_COLS / 32);
+        if (b->op == OP_SCATTER)
+            return mxfa_scales_scatter(b->ctx, &s, cu, JAGGED_BATCH, MXFA_BLOCK_ROW, BIG_COLS, &w);
+        return mxfa_scales_gather(b->ctx, &w, cu, JAGGED_BATCH, MXFA_BLOCK_ROW, BIG_COLS, &s);
+    }
     default: {
         mxfa_tensor x = dev2(b->x, MXFA_F32, ROWS, COLS);
-        return mxfa_quantize(b->ctx, &x, b->op == OP_Q_ROW_MX ? MXFA_PRESET_MICROXCALING : MXFA_PRESET_RCEIL, &q);
+        const mxfa_preset preset = b->op == OP_Q_ROW_MX         ? MXFA_PRESET_MICROXCALING
+                                   : b->op == OP_Q_ROW_E5M2_OCP ? MXFA_PRESET_OCP
+                                   : b->op == OP_Q_ROW_TORCHAO  ? MXFA_PRESET_TORCHAO_RCEIL
+                                                                : MXFA_PRESET_RCEIL;
+        return mxfa_quantize(b->ctx, &x, preset, &q);
     }
     }
 }
@@ -157,8 +243,10 @@ int bench_device(const char *cmd, mxfa_ctx *ctx, int reps)
             rc = cli_error(cmd, "%s: %s", op_name[op], mxfa_last_error(ctx));
     }
     if (!rc) {
-        printf("mxfa %s bench: backend %s, a %d x %d matrix in device memory, rates in GB/s of bytes read plus "
-               "written\n", mxfa_version(), mxfa_backend_name(ctx), ROWS, COLS);
+        printf("mxfa %s bench: backend %s, a %d x %d matrix in device memory, "
+               "rates in GB/s of bytes read plus "
+               "written\n",
+               mxfa_version(), mxfa_backend_name(ctx), ROWS, COLS);
         printf("%-40s %10s %12s %10s\n", "operation", "GB/s", "of the copy", "ms");
         const double copy_rate = op_bytes(OP_COPY) / secs[OP_COPY];
         const double small_rate = op_bytes(OP_COPY_SCALES) / secs[OP_COPY_SCALES];
@@ -168,8 +256,9 @@ int bench_device(const char *cmd, mxfa_ctx *ctx, int reps)
         }
         const double flops = 2.0 * GEMM_N * GEMM_N * GEMM_N;
         for (int op = OP_GEMM; op < NOPS; op++)
-            printf("%-40s %10.1f %12s %10.4f   (TFLOP/s: %d^3, e4m3 of the matrix above, row scales)\n", op_name[op],
-                   flops / secs[op] / 1e12, "", secs[op] * 1e3, GEMM_N);
+            printf("%-40s %10.1f %12s %10.4f   (TFLOP/s: %d^3, e4m3 of the matrix "
+                   "above, row scales)\n",
+                   op_name[op], flops / secs[op] / 1e12, "", secs[op] * 1e3, GEMM_N);
     }
     for (int i = 0; i < 7; i++)
         mxfa_device_free(ctx, *bufs[i]);
