@@ -325,6 +325,85 @@ static int layout_case(int trial, int device, char *what, size_t what_len)
     return good;
 }
 
+/* Wide scale matrices and larger transposes: the tiled kernels' paths (whole
+ * tiles of 128 scale columns or of 64 x 128 bytes, 16-byte aligned rows) as
+ * well as their edges, against ref. */
+static int64_t wide_dim(int64_t hi, int aligned)
+{
+    int64_t d = 1 + (int64_t)rng_below((uint32_t)hi);
+    return aligned ? (d + 15) / 16 * 16 : d;
+}
+
+static int wide_layout_case(int trial, int device, char *what, size_t what_len)
+{
+    const int aligned = rng_below(3) != 0;
+    const int64_t rows = wide_dim(400, aligned), cols = 32 * wide_dim(300, aligned) - (aligned ? 0 : rng_below(32));
+    const int64_t sc = (cols + 31) / 32;
+    int batch = 1 + (int)rng_below(4);
+    int32_t cu[5] = {0};
+    for (int b = 1; b <= batch; b++)
+        cu[b] = cu[b - 1] + (rng_below(5) == 0 ? 0 : (int32_t)rng_below(300));
+    if (cu[batch] == 0)
+        cu[batch] = 1;
+    const int64_t jr = cu[batch];
+    snprintf(what, what_len,
+             "trial %d: [%lld, %lld] (%lld scale columns), jagged %d sequences (%d, %d, %d, %d), %s memory", trial,
+             (long long)rows, (long long)cols, (long long)sc, batch, cu[1], cu[2], cu[3], cu[4],
+             device ? "device" : "host");
+    int64_t wr, wc, off[5];
+    mxfa_swizzled_shape(MXFA_BLOCK_ROW, rows, cols, &wr, &wc);
+    mxfa_jagged_sf_offsets(cu, batch, off);
+    const int64_t jwr = (off[batch] + 127) / 128 * 128, jwc = (sc + 3) / 4 * 4;
+    buf xs = buf_new((size_t)(rows * sc), 0), js = buf_new((size_t)(jr * sc), 0), xd = buf_new((size_t)(rows * cols), 0);
+    buf *fill[3] = {&xs, &js, &xd};
+    for (int f = 0; f < 3; f++)
+        for (size_t i = 0; i < fill[f]->bytes; i++)
+            fill[f]->host[i] = (uint8_t)rng_below(256);
+    int64_t tr, tc;
+    mxfa_scales_shape(MXFA_BLOCK_COL, cols, rows, &tr, &tc);
+    buf w[2], un[2], jw[2], jun[2], td[2], ts[2];
+    for (int i = 0; i < 2; i++) {
+        w[i] = buf_new((size_t)(wr * wc), 0xA5), un[i] = buf_new(xs.bytes, 0xA5);
+        jw[i] = buf_new((size_t)(jwr * jwc), 0xA5), jun[i] = buf_new(js.bytes, 0xA5);
+        td[i] = buf_new(xd.bytes, 0xA5), ts[i] = buf_new((size_t)(tr * tc), 0xA5);
+    }
+    mxfa_ctx *ctx[2] = {ref, gpu};
+    mxfa_status st[5][2];
+    for (int i = 0; i < 2; i++) {
+        const int dev = i && device;
+        mxfa_tensor xt = t2(&xs, dev, MXFA_E8M0, rows, sc, sc, 1), wt = t2(&w[i], dev, MXFA_E8M0, wr, wc, wc, 1),
+                    ut = t2(&un[i], dev, MXFA_E8M0, rows, sc, sc, 1);
+        st[0][i] = mxfa_scales_swizzle(ctx[i], &xt, MXFA_BLOCK_ROW, rows, cols, &wt);
+        st[1][i] = mxfa_scales_unswizzle(ctx[i], &wt, MXFA_BLOCK_ROW, rows, cols, &ut);
+        mxfa_tensor jt = t2(&js, dev, MXFA_E8M0, jr, sc, sc, 1), jwt = t2(&jw[i], dev, MXFA_E8M0, jwr, jwc, jwc, 1),
+                    jut = t2(&jun[i], dev, MXFA_E8M0, jr, sc, sc, 1);
+        st[2][i] = mxfa_scales_scatter(ctx[i], &jt, cu, batch, MXFA_BLOCK_ROW, cols, &jwt);
+        st[3][i] = mxfa_scales_gather(ctx[i], &jwt, cu, batch, MXFA_BLOCK_ROW, cols, &jut);
+        mxfa_mx in = {t2(&xd, dev, MXFA_E4M3, rows, cols, cols, 1), t2(&xs, dev, MXFA_E8M0, rows, sc, sc, 1),
+                      MXFA_BLOCK_ROW, MXFA_LAYOUT_COMPACT};
+        mxfa_mx out = {t2(&td[i], dev, MXFA_E4M3, cols, rows, rows, 1), t2(&ts[i], dev, MXFA_E8M0, tr, tc, tc, 1),
+                       MXFA_BLOCK_COL, MXFA_LAYOUT_COMPACT};
+        st[4][i] = mxfa_transpose(ctx[i], &in, &out);
+    }
+    int good = 1;
+    for (int j = 0; j < 5; j++)
+        good &= st[j][0] == MXFA_OK && st[j][1] == MXFA_OK;
+    if (!good)
+        snprintf(what + strlen(what), what_len - strlen(what), "; %s", mxfa_last_error(gpu));
+    fetch(&w[1]), fetch(&un[1]), fetch(&jw[1]), fetch(&jun[1]), fetch(&td[1]), fetch(&ts[1]);
+    const int sw_ok = same(&w[0], &w[1]) && same(&un[0], &un[1]) && same(&un[0], &xs);
+    const int jag_ok = same(&jw[0], &jw[1]) && same(&jun[0], &jun[1]) && same(&jun[0], &js);
+    const int tr_ok = same(&td[0], &td[1]) && same(&ts[0], &ts[1]);
+    if (good && !(sw_ok && jag_ok && tr_ok))
+        snprintf(what + strlen(what), what_len - strlen(what), "; bytes differ in:%s%s%s", sw_ok ? "" : " swizzle",
+                 jag_ok ? "" : " scatter/gather", tr_ok ? "" : " transpose");
+    good &= sw_ok && jag_ok && tr_ok;
+    buf_free(&xs), buf_free(&js), buf_free(&xd);
+    for (int i = 0; i < 2; i++)
+        buf_free(&w[i]), buf_free(&un[i]), buf_free(&jw[i]), buf_free(&jun[i]), buf_free(&td[i]), buf_free(&ts[i]);
+    return good;
+}
+
 /* ---- the block-scaled product under sm90-fp8 ---- */
 
 /* An fp8 code: any finite one, NaN and Inf (E5M2) rare unless calm. */
@@ -506,6 +585,7 @@ int main(void)
     run_cases("quantize and dequantize", quantize_case, 400);
     run_cases("jagged quantize, scatter and gather", jagged_case, 100);
     run_cases("transpose, expand, swizzle and unswizzle", layout_case, 100);
+    run_cases("wide swizzle, unswizzle, scatter, gather and transposes", wide_layout_case, 40);
     if (gpu_is_hopper()) {
         run_cases("gemm under sm90-fp8 and sm90-bf16", gemm_case, 80);
         big_gemm(MXFA_MODEL_SM90_FP8);

@@ -26,6 +26,58 @@ __global__ void copy_elems(dview src, dview dst, int es)
     }
 }
 
+// Bytes of a transposed view into a row-major one (the transposes of codes
+// and scales): dst(r, c) = M[c][r] where M is the buffer under src (rows of
+// M contiguous: src.rs == 1, M's row stride src.cs). A block per tile of 64
+// dst rows x 128 dst columns: M's 128 rows x 64 bytes come in as 16-byte
+// loads (two a thread, both issued before either is used) into shared
+// memory, and leave as 16-byte stores of dst rows, each gathered from 16 M
+// rows. Tiles that are not whole take one thread per element. Requires
+// 16-byte alignment of both bases and row strides.
+constexpr int TR_ROWS = 64, TR_COLS = 128;
+__global__ void __launch_bounds__(256) transpose_bytes(dview src, dview dst)
+{
+    __shared__ uint32_t m[TR_COLS][TR_ROWS / 4 + 1]; // M's rows as 16 words; +1 against bank conflicts
+    const int64_t r0 = (int64_t)blockIdx.y * TR_ROWS, c0 = (int64_t)blockIdx.x * TR_COLS;
+    const int t = (int)threadIdx.x;
+    if (r0 + TR_ROWS > dst.rows || c0 + TR_COLS > dst.cols) { // an edge tile
+        for (int k = t; k < TR_ROWS * TR_COLS; k += 256) {
+            const int64_t r = r0 + k / TR_COLS, c = c0 + k % TR_COLS;
+            if (r < dst.rows && c < dst.cols)
+                dst.base[r * dst.rs + c] = src.base[r + c * src.cs];
+        }
+        return;
+    }
+    uint4 v[2];
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const int idx = t + 256 * k, row = idx / 4, q = idx % 4;
+        v[k] = *reinterpret_cast<const uint4 *>(src.base + (c0 + row) * src.cs + r0 + 16 * q);
+    }
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const int idx = t + 256 * k, row = idx / 4, q = idx % 4;
+        m[row][4 * q] = v[k].x, m[row][4 * q + 1] = v[k].y, m[row][4 * q + 2] = v[k].z, m[row][4 * q + 3] = v[k].w;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        // dst row r0 + i, columns c0 + 16p .. + 15: a warp writes four whole rows of 128 bytes
+        const int idx = t + 256 * k, i = idx / 8, p = idx % 8;
+        const int shift = 8 * (i % 4);
+        uint32_t w[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            uint32_t b[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                b[e] = (m[16 * p + 4 * j + e][i / 4] >> shift) & 0xFFu;
+            w[j] = b[0] | b[1] << 8 | b[2] << 16 | b[3] << 24;
+        }
+        *reinterpret_cast<uint4 *>(dst.base + (r0 + i) * dst.rs + c0 + 16 * p) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+}
+
 __global__ void expand(dview src, int64_t rdiv, int64_t cdiv, dview dst)
 {
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -64,19 +116,20 @@ __device__ __forceinline__ int64_t pad(const mxfa_segment *segs, int nsegs, int6
 // output): the bytes come in through shared memory a row segment per warp
 // (whole sectors of the index view) and leave as 32-bit words of contiguous
 // atoms (bytes where the buffer is not 4-byte aligned), every swizzled byte
-// written once (padding as zero). Grid x along the columns, grid y over the
-// rows of atoms.
+// written once (padding as zero). Grid x along the columns from col_begin,
+// grid y over the rows of atoms.
 constexpr int SW_TILE_COLS = 32;
 
 // words_in: the index view's rows are 4-byte aligned runs of bytes and its
 // columns are not unpadded: a tile whose 32 columns all exist is read as
 // 32-bit words, eight threads a row.
 __global__ void __launch_bounds__(256) swizzle(dview index, int axis, const mxfa_segment *segs, int nsegs, uint8_t *sw,
-                                               int64_t sw_rows, int64_t sw_cols, bool words, bool words_in)
+                                               int64_t sw_rows, int64_t sw_cols, bool words, bool words_in,
+                                               int64_t col_begin)
 {
     __shared__ uint32_t tile[128][SW_TILE_COLS / 4 + 1]; // a row's 32 bytes as 8 words; +1 against bank conflicts
     uint8_t(*bytes)[4 * (SW_TILE_COLS / 4 + 1)] = reinterpret_cast<uint8_t(*)[4 * (SW_TILE_COLS / 4 + 1)]>(tile);
-    const int64_t c0 = (int64_t)blockIdx.x * SW_TILE_COLS;
+    const int64_t c0 = col_begin + (int64_t)blockIdx.x * SW_TILE_COLS;
     const int lane = (int)threadIdx.x % 32, warp = (int)threadIdx.x / 32;
     const int64_t pc = c0 + lane;
     int64_t c = pc; // this lane's index column, -1 for padding
@@ -118,12 +171,74 @@ __global__ void __launch_bounds__(256) swizzle(dview index, int axis, const mxfa
     }
 }
 
-// One thread per element of the index view: grid x along its columns,
-// grid y over its rows.
-__global__ void unswizzle(const uint8_t *sw, int64_t sw_cols, int axis, const mxfa_segment *segs, int nsegs,
-                          dview index)
+// The swizzle and its inverse on whole tiles of 128 padded rows x 128
+// index columns (32 atoms, 16 KiB contiguous in the swizzled buffer), for
+// index views whose rows are 16-byte aligned runs of bytes (rows may be
+// unpadded through segments; columns not): the index side moves as 16-byte
+// row pieces, the swizzled side as 16-byte chunks (chunk i of an atom holds
+// rows i, i + 32, i + 64 and i + 96 of its four columns), through a shared
+// tile of words. Grid x over the whole column tiles, grid y over the rows
+// of atoms; the other columns go to the kernels above and below.
+constexpr int SWF_COLS = 128;
+template <bool TO_SWIZZLED>
+__global__ void __launch_bounds__(256) swizzle_tiles(dview index, const mxfa_segment *segs, int nsegs, uint8_t *sw,
+                                                     int64_t sw_rows, int64_t sw_cols)
 {
-    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    __shared__ uint32_t tile[128][SWF_COLS / 4 + 1]; // +1: both access patterns conflict-free
+    const int64_t c0 = (int64_t)blockIdx.x * SWF_COLS;
+    const int t = (int)threadIdx.x;
+    for (int64_t ar = blockIdx.y; ar < sw_rows / 128; ar += gridDim.y) {
+        uint4 *chunks = reinterpret_cast<uint4 *>(sw + (ar * (sw_cols / 4) + c0 / 4) * 512);
+        int64_t r[4];
+        uint4 v[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) { // index row i = idx / 8, bytes 16q .. 16q + 15 of the tile's row
+            const int idx = t + 256 * k, i = idx / 8, q = idx % 8;
+            const int64_t pr = ar * 128 + i;
+            r[k] = segs ? unpad(segs, nsegs, pr) : pr;
+            if (TO_SWIZZLED)
+                v[k] = r[k] >= 0 && r[k] < index.rows
+                           ? *reinterpret_cast<const uint4 *>(index.base + r[k] * index.rs + c0 + 16 * q)
+                           : make_uint4(0, 0, 0, 0);
+            else
+                v[k] = chunks[idx]; // chunk idx % 32 of atom idx / 32
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int idx = t + 256 * k;
+            if (TO_SWIZZLED) {
+                const int i = idx / 8, q = idx % 8;
+                tile[i][4 * q] = v[k].x, tile[i][4 * q + 1] = v[k].y, tile[i][4 * q + 2] = v[k].z,
+                tile[i][4 * q + 3] = v[k].w;
+            } else {
+                const int j = idx / 32, i = idx % 32;
+                tile[i][j] = v[k].x, tile[i + 32][j] = v[k].y, tile[i + 64][j] = v[k].z, tile[i + 96][j] = v[k].w;
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int idx = t + 256 * k;
+            if (TO_SWIZZLED) {
+                const int j = idx / 32, i = idx % 32;
+                chunks[idx] = make_uint4(tile[i][j], tile[i + 32][j], tile[i + 64][j], tile[i + 96][j]);
+            } else {
+                const int i = idx / 8, q = idx % 8;
+                if (r[k] >= 0 && r[k] < index.rows)
+                    *reinterpret_cast<uint4 *>(index.base + r[k] * index.rs + c0 + 16 * q) =
+                        make_uint4(tile[i][4 * q], tile[i][4 * q + 1], tile[i][4 * q + 2], tile[i][4 * q + 3]);
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// One thread per element of the index view: grid x along its columns from
+// col_begin, grid y over its rows.
+__global__ void unswizzle(const uint8_t *sw, int64_t sw_cols, int axis, const mxfa_segment *segs, int nsegs,
+                          dview index, int64_t col_begin)
+{
+    const int64_t c = col_begin + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= index.cols)
         return;
     for (int64_t r = blockIdx.y; r < index.rows; r += gridDim.y) {
@@ -140,9 +255,27 @@ __global__ void unswizzle(const uint8_t *sw, int64_t sw_cols, int axis, const mx
 
 } // namespace
 
+// Whole 128-column tiles of the swizzle for this index view and buffer: 0
+// when the fast kernel cannot take it.
+int64_t swizzle_fast_cols(const dview &index, int axis, const mxfa_segment *segs, const uint8_t *sw)
+{
+    const bool ok = index.cs == 1 && index.rs % 16 == 0 && reinterpret_cast<uintptr_t>(index.base) % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(sw) % 16 == 0 && !(segs && axis == 1);
+    return ok ? index.cols / SWF_COLS * SWF_COLS : 0;
+}
+
 cudaError_t launch_copy(const dview &src, const dview &dst, cudaStream_t stream)
 {
     const int es = esize(src.dtype);
+    if (es == 1 && src.rs == 1 && dst.cs == 1 && reinterpret_cast<uintptr_t>(src.base) % 16 == 0 &&
+        src.cs % 16 == 0 && reinterpret_cast<uintptr_t>(dst.base) % 16 == 0 && dst.rs % 16 == 0 && dst.rows > 0 &&
+        dst.cols > 0) {
+        const int64_t ty = (dst.rows + TR_ROWS - 1) / TR_ROWS;
+        if (ty <= 65535) {
+            transpose_bytes<<<dim3(blocks_for(dst.cols, TR_COLS), (unsigned)ty), 256, 0, stream>>>(src, dst);
+            return cudaGetLastError();
+        }
+    }
     copy_elems<<<dim3(blocks_for(dst.cols, 256), rows_for(dst.rows)), 256, 0, stream>>>(src, dst, es);
     return cudaGetLastError();
 }
@@ -160,22 +293,33 @@ cudaError_t launch_swizzle(const dview &index, int axis, const mxfa_segment *seg
     cudaError_t e = ds.upload(segs, nsegs, stream);
     if (e != cudaSuccess)
         return e;
-    swizzle<<<dim3(blocks_for(sw_cols, SW_TILE_COLS), rows_for(sw_rows / 128)), 256, 0, stream>>>(
-        index, axis, ds.p, nsegs, swizzled, sw_rows, sw_cols, reinterpret_cast<uintptr_t>(swizzled) % 4 == 0,
-        index.cs == 1 && index.rs % 4 == 0 && reinterpret_cast<uintptr_t>(index.base) % 4 == 0 && !(segs && axis == 1));
+    const int64_t fast = swizzle_fast_cols(index, axis, segs, swizzled);
+    if (fast > 0 && sw_rows > 0)
+        swizzle_tiles<true><<<dim3(blocks_for(fast, SWF_COLS), rows_for(sw_rows / 128)), 256, 0, stream>>>(
+            index, ds.p, nsegs, swizzled, sw_rows, sw_cols);
+    if (fast < sw_cols)
+        swizzle<<<dim3(blocks_for(sw_cols - fast, SW_TILE_COLS), rows_for(sw_rows / 128)), 256, 0, stream>>>(
+            index, axis, ds.p, nsegs, swizzled, sw_rows, sw_cols, reinterpret_cast<uintptr_t>(swizzled) % 4 == 0,
+            index.cs == 1 && index.rs % 4 == 0 && reinterpret_cast<uintptr_t>(index.base) % 4 == 0 &&
+                !(segs && axis == 1),
+            fast);
     return cudaGetLastError();
 }
 
 cudaError_t launch_unswizzle(const uint8_t *swizzled, int64_t sw_rows, int64_t sw_cols, int axis,
                              const mxfa_segment *segs, int nsegs, const dview &index, cudaStream_t stream)
 {
-    (void)sw_rows;
     device_segments ds;
     cudaError_t e = ds.upload(segs, nsegs, stream);
     if (e != cudaSuccess)
         return e;
-    unswizzle<<<dim3(blocks_for(index.cols, 256), rows_for(index.rows)), 256, 0, stream>>>(swizzled, sw_cols, axis,
-                                                                                          ds.p, nsegs, index);
+    const int64_t fast = swizzle_fast_cols(index, axis, segs, swizzled);
+    if (fast > 0 && sw_rows > 0)
+        swizzle_tiles<false><<<dim3(blocks_for(fast, SWF_COLS), rows_for(sw_rows / 128)), 256, 0, stream>>>(
+            index, ds.p, nsegs, const_cast<uint8_t *>(swizzled), sw_rows, sw_cols);
+    if (fast < index.cols)
+        unswizzle<<<dim3(blocks_for(index.cols - fast, 256), rows_for(index.rows)), 256, 0, stream>>>(
+            swizzled, sw_cols, axis, ds.p, nsegs, index, fast);
     return cudaGetLastError();
 }
 
