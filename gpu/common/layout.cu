@@ -29,17 +29,19 @@ __global__ void copy_elems(dview src, dview dst, int es)
 // Bytes of a transposed view into a row-major one (the transposes of codes
 // and scales): dst(r, c) = M[c][r] where M is the buffer under src (rows of
 // M contiguous: src.rs == 1, M's row stride src.cs). A block per tile of 64
-// dst rows x 128 dst columns: M's 128 rows x 64 bytes come in as 16-byte
-// loads (two a thread, both issued before either is used) into shared
-// memory, and leave as 16-byte stores of dst rows, each gathered from 16 M
-// rows. Tiles that are not whole take one thread per element. Requires
-// 16-byte alignment of both bases and row strides.
+// dst rows x 128 dst columns. Each thread reads two 4 x 4 byte blocks of M
+// as words (four rows each; a warp's load covers two rows' 64 bytes),
+// transposes them in registers with byte permutes, and puts the words in a
+// shared tile of dst rows, which leaves as 16-byte stores (a warp writes
+// four whole rows of 128 bytes). Tiles that are not whole take one thread
+// per element. Requires 4-byte alignment of src's base and row stride, 16
+// of dst's.
 constexpr int TR_ROWS = 64, TR_COLS = 128;
 __global__ void __launch_bounds__(256) transpose_bytes(dview src, dview dst)
 {
-    __shared__ uint32_t m[TR_COLS][TR_ROWS / 4 + 1]; // M's rows as 16 words; +1 against bank conflicts
+    __shared__ uint32_t d[TR_ROWS][TR_COLS / 4 + 1]; // dst rows as 32 words; +1 against bank conflicts
     const int64_t r0 = (int64_t)blockIdx.y * TR_ROWS, c0 = (int64_t)blockIdx.x * TR_COLS;
-    const int t = (int)threadIdx.x;
+    const int t = (int)threadIdx.x, warp = t / 32, lane = t % 32;
     if (r0 + TR_ROWS > dst.rows || c0 + TR_COLS > dst.cols) { // an edge tile
         for (int k = t; k < TR_ROWS * TR_COLS; k += 256) {
             const int64_t r = r0 + k / TR_COLS, c = c0 + k % TR_COLS;
@@ -48,33 +50,32 @@ __global__ void __launch_bounds__(256) transpose_bytes(dview src, dview dst)
         }
         return;
     }
-    uint4 v[2];
+    const int cw = lane % 16; // the word of M's rows (dst rows 4cw .. 4cw + 3 of the tile)
+    uint32_t w[2][4];
 #pragma unroll
     for (int k = 0; k < 2; k++) {
-        const int idx = t + 256 * k, row = idx / 4, q = idx % 4;
-        v[k] = *reinterpret_cast<const uint4 *>(src.base + (c0 + row) * src.cs + r0 + 16 * q);
+        const int g = 2 * (warp + 8 * k) + lane / 16; // M rows 4g .. 4g + 3 of the tile
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            w[k][j] = *reinterpret_cast<const uint32_t *>(src.base + (c0 + 4 * g + j) * src.cs + r0 + 4 * cw);
     }
 #pragma unroll
     for (int k = 0; k < 2; k++) {
-        const int idx = t + 256 * k, row = idx / 4, q = idx % 4;
-        m[row][4 * q] = v[k].x, m[row][4 * q + 1] = v[k].y, m[row][4 * q + 2] = v[k].z, m[row][4 * q + 3] = v[k].w;
+        const int g = 2 * (warp + 8 * k) + lane / 16;
+        // out j: byte j of each of the four rows
+        const uint32_t lo01 = __byte_perm(w[k][0], w[k][1], 0x5140), lo23 = __byte_perm(w[k][2], w[k][3], 0x5140);
+        const uint32_t hi01 = __byte_perm(w[k][0], w[k][1], 0x7362), hi23 = __byte_perm(w[k][2], w[k][3], 0x7362);
+        d[4 * cw][g] = __byte_perm(lo01, lo23, 0x5410);
+        d[4 * cw + 1][g] = __byte_perm(lo01, lo23, 0x7632);
+        d[4 * cw + 2][g] = __byte_perm(hi01, hi23, 0x5410);
+        d[4 * cw + 3][g] = __byte_perm(hi01, hi23, 0x7632);
     }
     __syncthreads();
 #pragma unroll
     for (int k = 0; k < 2; k++) {
-        // dst row r0 + i, columns c0 + 16p .. + 15: a warp writes four whole rows of 128 bytes
-        const int idx = t + 256 * k, i = idx / 8, p = idx % 8;
-        const int shift = 8 * (i % 4);
-        uint32_t w[4];
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            uint32_t b[4];
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                b[e] = (m[16 * p + 4 * j + e][i / 4] >> shift) & 0xFFu;
-            w[j] = b[0] | b[1] << 8 | b[2] << 16 | b[3] << 24;
-        }
-        *reinterpret_cast<uint4 *>(dst.base + (r0 + i) * dst.rs + c0 + 16 * p) = make_uint4(w[0], w[1], w[2], w[3]);
+        const int idx = t + 256 * k, i = idx / 8, p = idx % 8; // dst row r0 + i, columns c0 + 16p .. + 15
+        *reinterpret_cast<uint4 *>(dst.base + (r0 + i) * dst.rs + c0 + 16 * p) =
+            make_uint4(d[i][4 * p], d[i][4 * p + 1], d[i][4 * p + 2], d[i][4 * p + 3]);
     }
 }
 
@@ -185,17 +186,23 @@ __global__ void __launch_bounds__(256) swizzle_tiles(dview index, const mxfa_seg
                                                      int64_t sw_rows, int64_t sw_cols)
 {
     __shared__ uint32_t tile[128][SWF_COLS / 4 + 1]; // +1: both access patterns conflict-free
+    __shared__ int64_t rowmap[128];                  // with segments: the index row of each padded row
     const int64_t c0 = (int64_t)blockIdx.x * SWF_COLS;
     const int t = (int)threadIdx.x;
     for (int64_t ar = blockIdx.y; ar < sw_rows / 128; ar += gridDim.y) {
         uint4 *chunks = reinterpret_cast<uint4 *>(sw + (ar * (sw_cols / 4) + c0 / 4) * 512);
+        if (segs) { // one search a row, not one a thread
+            if (t < 128)
+                rowmap[t] = unpad(segs, nsegs, ar * 128 + t);
+            __syncthreads();
+        }
         int64_t r[4];
         uint4 v[4];
 #pragma unroll
         for (int k = 0; k < 4; k++) { // index row i = idx / 8, bytes 16q .. 16q + 15 of the tile's row
             const int idx = t + 256 * k, i = idx / 8, q = idx % 8;
             const int64_t pr = ar * 128 + i;
-            r[k] = segs ? unpad(segs, nsegs, pr) : pr;
+            r[k] = segs ? rowmap[i] : pr;
             if (TO_SWIZZLED)
                 v[k] = r[k] >= 0 && r[k] < index.rows
                            ? *reinterpret_cast<const uint4 *>(index.base + r[k] * index.rs + c0 + 16 * q)
@@ -267,8 +274,7 @@ int64_t swizzle_fast_cols(const dview &index, int axis, const mxfa_segment *segs
 cudaError_t launch_copy(const dview &src, const dview &dst, cudaStream_t stream)
 {
     const int es = esize(src.dtype);
-    if (es == 1 && src.rs == 1 && dst.cs == 1 && reinterpret_cast<uintptr_t>(src.base) % 16 == 0 &&
-        src.cs % 16 == 0 && reinterpret_cast<uintptr_t>(dst.base) % 16 == 0 && dst.rs % 16 == 0 && dst.rows > 0 &&
+    if (es == 1 && src.rs == 1 && dst.cs == 1 && reinterpret_cast<uintptr_t>(src.base) % 4 == 0 && src.cs % 4 == 0 && reinterpret_cast<uintptr_t>(dst.base) % 16 == 0 && dst.rs % 16 == 0 && dst.rows > 0 &&
         dst.cols > 0) {
         const int64_t ty = (dst.rows + TR_ROWS - 1) / TR_ROWS;
         if (ty <= 65535) {
