@@ -28,54 +28,55 @@ __global__ void copy_elems(dview src, dview dst, int es)
 
 // Bytes of a transposed view into a row-major one (the transposes of codes
 // and scales): dst(r, c) = M[c][r] where M is the buffer under src (rows of
-// M contiguous: src.rs == 1, M's row stride src.cs). A block per tile of 64
-// dst rows x 128 dst columns. Each thread reads two 4 x 4 byte blocks of M
-// as words (four rows each; a warp's load covers two rows' 64 bytes),
-// transposes them in registers with byte permutes, and puts the words in a
-// shared tile of dst rows, which leaves as 16-byte stores (a warp writes
-// four whole rows of 128 bytes). Tiles that are not whole take one thread
-// per element. Requires 4-byte alignment of src's base and row stride, 16
-// of dst's.
-constexpr int TR_ROWS = 64, TR_COLS = 128;
+// M contiguous: src.rs == 1, M's row stride src.cs). A block per tile of
+// 128 x 128 bytes. Each thread reads four 4 x 4 byte blocks of M as words
+// (a warp's load is one row's 128 bytes), transposes them in registers
+// with byte permutes, and puts the words in a shared tile of dst rows,
+// which leaves as 16-byte stores (a warp writes four whole rows of 128
+// bytes). The tile's word columns are XORed with (row / 32) % 4, which makes
+// both the writes (32 rows, one column) and the reads free of bank
+// conflicts. Tiles that are not whole take one thread per element.
+// Requires 4-byte alignment of src's base and row stride, 16 of dst's.
+constexpr int TR = 128;
+__device__ __forceinline__ int tr_col(int row, int word) { return word ^ ((row / 32) % 4); }
 __global__ void __launch_bounds__(256) transpose_bytes(dview src, dview dst)
 {
-    __shared__ uint32_t d[TR_ROWS][TR_COLS / 4 + 1]; // dst rows as 32 words; +1 against bank conflicts
-    const int64_t r0 = (int64_t)blockIdx.y * TR_ROWS, c0 = (int64_t)blockIdx.x * TR_COLS;
+    __shared__ uint32_t d[TR][TR / 4 + 1]; // dst rows as 32 words
+    const int64_t r0 = (int64_t)blockIdx.y * TR, c0 = (int64_t)blockIdx.x * TR;
     const int t = (int)threadIdx.x, warp = t / 32, lane = t % 32;
-    if (r0 + TR_ROWS > dst.rows || c0 + TR_COLS > dst.cols) { // an edge tile
-        for (int k = t; k < TR_ROWS * TR_COLS; k += 256) {
-            const int64_t r = r0 + k / TR_COLS, c = c0 + k % TR_COLS;
+    if (r0 + TR > dst.rows || c0 + TR > dst.cols) { // an edge tile
+        for (int k = t; k < TR * TR; k += 256) {
+            const int64_t r = r0 + k / TR, c = c0 + k % TR;
             if (r < dst.rows && c < dst.cols)
                 dst.base[r * dst.rs + c] = src.base[r + c * src.cs];
         }
         return;
     }
-    const int cw = lane % 16; // the word of M's rows (dst rows 4cw .. 4cw + 3 of the tile)
-    uint32_t w[2][4];
+    uint32_t w[4][4]; // block k: M rows 4g .. 4g + 3 (g = warp + 8k), word `lane` (dst rows 4 lane .. + 3)
 #pragma unroll
-    for (int k = 0; k < 2; k++) {
-        const int g = 2 * (warp + 8 * k) + lane / 16; // M rows 4g .. 4g + 3 of the tile
+    for (int k = 0; k < 4; k++)
 #pragma unroll
         for (int j = 0; j < 4; j++)
-            w[k][j] = *reinterpret_cast<const uint32_t *>(src.base + (c0 + 4 * g + j) * src.cs + r0 + 4 * cw);
-    }
+            w[k][j] = *reinterpret_cast<const uint32_t *>(src.base + (c0 + 4 * (warp + 8 * k) + j) * src.cs + r0 +
+                                                          4 * lane);
 #pragma unroll
-    for (int k = 0; k < 2; k++) {
-        const int g = 2 * (warp + 8 * k) + lane / 16;
-        // out j: byte j of each of the four rows
+    for (int k = 0; k < 4; k++) {
+        const int g = warp + 8 * k, row = 4 * lane;
+        // out b: byte b of each of the four rows
         const uint32_t lo01 = __byte_perm(w[k][0], w[k][1], 0x5140), lo23 = __byte_perm(w[k][2], w[k][3], 0x5140);
         const uint32_t hi01 = __byte_perm(w[k][0], w[k][1], 0x7362), hi23 = __byte_perm(w[k][2], w[k][3], 0x7362);
-        d[4 * cw][g] = __byte_perm(lo01, lo23, 0x5410);
-        d[4 * cw + 1][g] = __byte_perm(lo01, lo23, 0x7632);
-        d[4 * cw + 2][g] = __byte_perm(hi01, hi23, 0x5410);
-        d[4 * cw + 3][g] = __byte_perm(hi01, hi23, 0x7632);
+        d[row][tr_col(row, g)] = __byte_perm(lo01, lo23, 0x5410);
+        d[row + 1][tr_col(row + 1, g)] = __byte_perm(lo01, lo23, 0x7632);
+        d[row + 2][tr_col(row + 2, g)] = __byte_perm(hi01, hi23, 0x5410);
+        d[row + 3][tr_col(row + 3, g)] = __byte_perm(hi01, hi23, 0x7632);
     }
     __syncthreads();
 #pragma unroll
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 4; k++) {
         const int idx = t + 256 * k, i = idx / 8, p = idx % 8; // dst row r0 + i, columns c0 + 16p .. + 15
         *reinterpret_cast<uint4 *>(dst.base + (r0 + i) * dst.rs + c0 + 16 * p) =
-            make_uint4(d[i][4 * p], d[i][4 * p + 1], d[i][4 * p + 2], d[i][4 * p + 3]);
+            make_uint4(d[i][tr_col(i, 4 * p)], d[i][tr_col(i, 4 * p + 1)], d[i][tr_col(i, 4 * p + 2)],
+                       d[i][tr_col(i, 4 * p + 3)]);
     }
 }
 
@@ -276,9 +277,9 @@ cudaError_t launch_copy(const dview &src, const dview &dst, cudaStream_t stream)
     const int es = esize(src.dtype);
     if (es == 1 && src.rs == 1 && dst.cs == 1 && reinterpret_cast<uintptr_t>(src.base) % 4 == 0 && src.cs % 4 == 0 && reinterpret_cast<uintptr_t>(dst.base) % 16 == 0 && dst.rs % 16 == 0 && dst.rows > 0 &&
         dst.cols > 0) {
-        const int64_t ty = (dst.rows + TR_ROWS - 1) / TR_ROWS;
+        const int64_t ty = (dst.rows + TR - 1) / TR;
         if (ty <= 65535) {
-            transpose_bytes<<<dim3(blocks_for(dst.cols, TR_COLS), (unsigned)ty), 256, 0, stream>>>(src, dst);
+            transpose_bytes<<<dim3(blocks_for(dst.cols, TR), (unsigned)ty), 256, 0, stream>>>(src, dst);
             return cudaGetLastError();
         }
     }
