@@ -276,10 +276,10 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
                 for (int hj = 0; hj < 2; hj++) {
                     const int j = 2 * j2 + hj;
-                    x[4 * j + 0] = promote_wide(part[4 * j + 0], a.x, bs[2 * hj], x[4 * j + 0]);
-                    x[4 * j + 1] = promote_wide(part[4 * j + 1], a.x, bs[2 * hj + 1], x[4 * j + 1]);
-                    x[4 * j + 2] = promote_wide(part[4 * j + 2], a.y, bs[2 * hj], x[4 * j + 2]);
-                    x[4 * j + 3] = promote_wide(part[4 * j + 3], a.y, bs[2 * hj + 1], x[4 * j + 3]);
+                    x[4 * j + 0] = promote_exact(part[4 * j + 0], a.x, bs[2 * hj], x[4 * j + 0]);
+                    x[4 * j + 1] = promote_exact(part[4 * j + 1], a.x, bs[2 * hj + 1], x[4 * j + 1]);
+                    x[4 * j + 2] = promote_exact(part[4 * j + 2], a.y, bs[2 * hj], x[4 * j + 2]);
+                    x[4 * j + 3] = promote_exact(part[4 * j + 3], a.y, bs[2 * hj + 1], x[4 * j + 3]);
                 }
             }
         }
@@ -364,12 +364,18 @@ __global__ void __launch_bounds__(THREADS, 1)
                     acc.reduce4();
                     rule = rule_from_amax(f8, MXFA_PRESET_RCEIL, acc.amax, acc.nan, acc.inf);
                 }
+                // every P is >= 0, Inf or a positive NaN, and the rule never
+                // poisons (rceil): the conversion of P / 2^scale gives the
+                // encoder's code for each (Inf saturates, NaN is 0x7F)
+                const float rcp = e8m0_reciprocal(rule.scale);
 #pragma unroll
-                for (int q = 0; q < 4; q++)
-                    for (int e = 0; e < 2; e++) {
-                        const int i = 16 * kb + 4 * q + 2 * hh + e;
-                        code[4 * q + 2 * hh + e] = encode_element(f8, rule, __float_as_uint(x[i]));
-                    }
+                for (int q = 0; q < 4; q++) {
+                    const int i = 16 * kb + 4 * q + 2 * hh;
+                    const uint32_t two = (uint32_t)__nv_cvt_float2_to_fp8x2(
+                        make_float2(__fmul_rn(x[i], rcp), __fmul_rn(x[i + 1], rcp)), __NV_SATFINITE, __NV_E4M3);
+                    code[4 * q + 2 * hh] = two & 0xFFu;
+                    code[4 * q + 2 * hh + 1] = two >> 8;
+                }
                 const int pexp = (int)rule.scale - 127 - 8;
                 pscale[hh] = rule.scale == 0xFFu ? __uint_as_float(NAN_BITS)
                              : pexp >= -126      ? __uint_as_float((uint32_t)(pexp + 127) << 23)
@@ -400,7 +406,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     for (int e = 0; e < 4; e++) {
                         const int hh = e / 2, i = 4 * j + e;
                         if (use[hh])
-                            o[i] = promote_wide(part[i], pscale[hh], vsc[2 * hj + e % 2], o[i]);
+                            o[i] = promote_exact(part[i], pscale[hh], vsc[2 * hj + e % 2], o[i]);
                     }
                 }
             }

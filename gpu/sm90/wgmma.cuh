@@ -83,6 +83,17 @@ __device__ __forceinline__ float promote_wide(float p, float a, float b, float a
     return r != r ? __uint_as_float(NAN_BITS) : r;
 }
 
+// Either, chosen per element: while 2^sa * 2^sb is neither 0 nor Inf (the
+// float product of two powers of two is then exact), the fma; otherwise the
+// double fma. A NaN scale gives NaN either way.
+__device__ __forceinline__ float promote_exact(float p, float a, float b, float acc)
+{
+    const float s = __fmul_rn(a, b);
+    if (s != 0.0f && fabsf(s) != __uint_as_float(0x7F800000u))
+        return __fmaf_rn(p, s, acc);
+    return promote_wide(p, a, b, acc);
+}
+
 // d = A * B^T, m64n128k32 e4m3 into a zero accumulator, A from registers
 // (the warpgroup's fragment: register 0 holds row g's columns 4t .. 4t + 3,
 // 1 row g + 8's, 2 and 3 the same rows' columns 16 higher), B from shared
