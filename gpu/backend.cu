@@ -317,11 +317,64 @@ mxfa_status gemm(mxfa_ctx *ctx, mxfa_model model, const mxfa_view *a, const mxfa
                            k.stream()));
 }
 
-mxfa_status attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *, const mxfa_view_nd *, const mxfa_view_nd *,
-                     const mxfa_view_nd *, const int32_t *, const int32_t *, int, const mxfa_view_nd *,
-                     const mxfa_view_nd *)
+// Bytes from a 3-D or 2-D view's base to the end of its last element.
+size_t span_bytes(const mxfa_view_nd &v)
 {
-    return not_yet(ctx, "attention");
+    int64_t last = 0;
+    for (int i = 0; i < v.ndim; i++)
+        last += (v.shape[i] - 1) * v.stride[i];
+    return (size_t)((last + 1) * esize((int)v.dtype));
+}
+
+nd3 nd3_of(const mxfa_view_nd &v)
+{
+    return {static_cast<uint8_t *>(v.base), v.shape[0], v.shape[1], v.shape[2], v.stride[0], v.stride[1], v.stride[2],
+            (int)v.dtype};
+}
+
+// Attention forward runs on Hopper under the sm90-fp8 model; what its
+// kernel does not do yet is refused with the reason.
+mxfa_status attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_nd *q, const mxfa_view_nd *k,
+                     const mxfa_view_nd *v, const int32_t *cu_q, const int32_t *cu_k, int batch, const mxfa_view_nd *o,
+                     const mxfa_view_nd *lse)
+{
+    if (p->model != MXFA_MODEL_SM90_FP8)
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend computes the sm90-fp8 model only (use the "
+                    "cpu or ref backend for the others)");
+    if (q->shape[2] != 128)
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend's kernel takes D = 128 only so far "
+                    "(got %lld)", (long long)q->shape[2]);
+    if (p->block_m != 128 || p->block_n != 128)
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend's kernel has the geometry 128 x 128 "
+                    "(got block_m %d, block_n %d)", p->block_m, p->block_n);
+    if (p->causal == MXFA_CAUSAL)
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend does not do the leak-free causal mask yet "
+                    "(the plain one, causal-plain, it does)");
+    int major = 0;
+    cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+                                           static_cast<cuda_state *>(ctx->state)->device);
+    if (e != cudaSuccess)
+        return cuda_fail(ctx, e, "attention");
+    if (major != 9)
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the sm90 kernel needs a Hopper GPU (wgmma); this device "
+                    "has compute capability %d.x", major);
+    mxfa_view_nd qv = *q, kv = *k, vv = *v, ov = *o, lv = lse ? *lse : *o;
+    call c(ctx, "attention");
+    c.add(&qv.base, span_bytes(qv), qv.memory == MXFA_MEM_DEVICE ? call::device : call::host, false);
+    c.add(&kv.base, span_bytes(kv), kv.memory == MXFA_MEM_DEVICE ? call::device : call::host, false);
+    c.add(&vv.base, span_bytes(vv), vv.memory == MXFA_MEM_DEVICE ? call::device : call::host, false);
+    c.add(&ov.base, span_bytes(ov), ov.memory == MXFA_MEM_DEVICE ? call::device : call::host, true);
+    if (lse)
+        c.add(&lv.base, span_bytes(lv), lv.memory == MXFA_MEM_DEVICE ? call::device : call::host, true);
+    CHECK(c.begin());
+    attn_fwd_args a;
+    a.q = nd3_of(qv), a.k = nd3_of(kv), a.v = nd3_of(vv), a.o = nd3_of(ov);
+    a.lse = lse ? static_cast<float *>(lv.base) : nullptr;
+    a.ls0 = lse ? lv.stride[0] : 0, a.ls1 = lse ? lv.stride[1] : 0;
+    a.cu_q = cu_q, a.cu_k = cu_k, a.batch = batch, a.preset = (int)p->preset;
+    a.causal = p->causal != MXFA_CAUSAL_NONE, a.p_dynamic = p->p_scale == MXFA_P_DYNAMIC;
+    a.softmax_scale = p->softmax_scale;
+    return c.finish(launch_attn_fwd_sm90(a, c.stream()));
 }
 
 mxfa_status attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *, const mxfa_view_nd *, const mxfa_view_nd *,

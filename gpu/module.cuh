@@ -49,6 +49,26 @@ cudaError_t launch_gemm_sm90_fp8(const dview &a, const dview &sa, const dview &b
 cudaError_t launch_gemm_sm90_bf16(const dview &a, const dview &sa, const dview &b, const dview &sb, const dview *c,
                                   const dview &d, cudaStream_t stream);
 
+// A 3-D view [n0, n1, n2] (tokens, heads, D) with strides in elements.
+struct nd3 {
+    uint8_t *base;
+    int64_t n0, n1, n2, s0, s1, s2;
+    int dtype; // mxfa_dtype
+};
+
+// Attention forward under the sm90-fp8 model (gpu/sm90/attn_fwd.cu), on a
+// Hopper GPU, every view in device memory; cu_q and cu_k in host memory.
+struct attn_fwd_args {
+    nd3 q, k, v, o;
+    float *lse; // [tokens_q, Hq] with strides ls0, ls1, or null
+    int64_t ls0, ls1;
+    const int32_t *cu_q, *cu_k;
+    int batch, preset;
+    bool causal, p_dynamic;
+    float softmax_scale;
+};
+cudaError_t launch_attn_fwd_sm90(const attn_fwd_args &a, cudaStream_t stream);
+
 // Byte permutations (gpu/common/layout.cu).
 cudaError_t launch_copy(const dview &src, const dview &dst, cudaStream_t stream);
 cudaError_t launch_expand(const dview &src, int64_t rdiv, int64_t cdiv, const dview &dst, cudaStream_t stream);

@@ -17,7 +17,7 @@
 #include "mxfa.h"
 #include "tap.h"
 
-static mxfa_ctx *ref, *gpu;
+static mxfa_ctx *ref, *gpu, *cpu;
 
 /* ---- buffers that live on the host, and on the device for device runs ---- */
 
@@ -404,6 +404,126 @@ static int wide_layout_case(int trial, int device, char *what, size_t what_len)
     return good;
 }
 
+/* ---- attention forward ---- */
+
+static double normal01(void)
+{
+    double u = ((double)(rng_next() >> 11) + 0.5) / 9007199254740992.0;
+    double v = ((double)(rng_next() >> 11) + 0.5) / 9007199254740992.0;
+    return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
+}
+
+static mxfa_tensor t3(buf *b, int device, mxfa_dtype dt, int64_t n0, int64_t n1, int64_t n2)
+{
+    mxfa_tensor t = {where(b, device), dt, device ? MXFA_MEM_DEVICE : MXFA_MEM_HOST, 3, {n0, n1, n2},
+                     {n1 * n2, n2, 1}};
+    return t;
+}
+
+/* Gaussian values, a channel of K sometimes twenty times larger (the case
+ * that spreads a block's values over many binades). */
+static void fill_normal(buf *b, mxfa_dtype dt, int64_t rows, int64_t cols, int loud_channel)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            float v = (float)normal01() * (c == loud_channel ? 20.0f : 1.0f);
+            uint32_t u;
+            memcpy(&u, &v, 4);
+            if (dt == MXFA_BF16) {
+                uint16_t h = mxfa_f32_to_bf16(v);
+                memcpy(b->host + 2 * (r * cols + c), &h, 2);
+            } else {
+                memcpy(b->host + 4 * (r * cols + c), &u, 4);
+            }
+        }
+}
+
+/* The forward pass under sm90-fp8 (D = 128, the kernel's 128 x 128
+ * geometry): jagged batches with empty and ragged sequences, GQA, no mask or
+ * the plain causal one, const and dynamic P, every preset, fp32 and bf16 in
+ * and out; O and LSE byte for byte against the cpu backend, which
+ * tests/t-cpu holds to ref bit for bit under every model (ref's exact
+ * emulation would take minutes at these sizes). */
+static int attn_case(int trial, int device, char *what, size_t what_len)
+{
+    const int64_t d = 128;
+    const int batch = 1 + (int)rng_below(3), hkv = 1 + (int)rng_below(2), group = 1 + (int)rng_below(3);
+    const int64_t hq = hkv * group;
+    int32_t cq[4] = {0}, ck[4] = {0};
+    for (int b = 1; b <= batch; b++) {
+        int32_t lq = rng_below(6) == 0 ? 0 : 1 + (int32_t)rng_below(300);
+        int32_t lk = rng_below(3) == 0 ? lq : (rng_below(6) == 0 ? 0 : 1 + (int32_t)rng_below(300));
+        cq[b] = cq[b - 1] + lq;
+        ck[b] = ck[b - 1] + lk;
+    }
+    if (cq[batch] == 0)
+        cq[batch] = 1;
+    if (ck[batch] == 0)
+        ck[batch] = 1;
+    const int64_t tq = cq[batch], tk = ck[batch];
+    mxfa_attn_params p;
+    mxfa_attn_params_default(&p);
+    p.model = MXFA_MODEL_SM90_FP8;
+    p.preset = (mxfa_preset)rng_below(4);
+    p.p_scale = rng_below(2) ? MXFA_P_DYNAMIC : MXFA_P_CONST;
+    p.causal = rng_below(2) ? MXFA_CAUSAL_PLAIN : MXFA_CAUSAL_NONE;
+    const mxfa_dtype in = rng_below(2) ? MXFA_BF16 : MXFA_F32, out = rng_below(2) ? MXFA_BF16 : MXFA_F32;
+    const int loud = rng_below(3) == 0 ? (int)rng_below((uint32_t)d) : -1;
+    snprintf(what, what_len,
+             "trial %d: %d sequences q (%d, %d, %d) k (%d, %d, %d), Hq %lld, Hkv %d, %s, %s P, %s, %s in, %s out, "
+             "%s memory",
+             trial, batch, cq[1] - cq[0], cq[2] - cq[1], cq[3] - cq[2], ck[1] - ck[0], ck[2] - ck[1], ck[3] - ck[2],
+             (long long)hq, hkv, p.causal ? "causal-plain" : "no mask", p.p_scale ? "dynamic" : "const",
+             mxfa_preset_name(p.preset), mxfa_dtype_name(in), mxfa_dtype_name(out), device ? "device" : "host");
+    const size_t es = mxfa_dtype_size(in), os = mxfa_dtype_size(out);
+    buf q = buf_new((size_t)(tq * hq * d) * es, 0), k = buf_new((size_t)(tk * hkv * d) * es, 0),
+        v = buf_new((size_t)(tk * hkv * d) * es, 0);
+    fill_normal(&q, in, tq * hq, d, -1);
+    fill_normal(&k, in, tk * hkv, d, loud);
+    fill_normal(&v, in, tk * hkv, d, -1);
+    buf o[2] = {buf_new((size_t)(tq * hq * d) * os, 0xA5), buf_new((size_t)(tq * hq * d) * os, 0xA5)};
+    buf lse[2] = {buf_new((size_t)(tq * hq) * 4, 0xA5), buf_new((size_t)(tq * hq) * 4, 0xA5)};
+    mxfa_ctx *ctx[2] = {cpu, gpu};
+    mxfa_status st[2];
+    for (int i = 0; i < 2; i++) {
+        const int dev = i && device;
+        mxfa_tensor qt = t3(&q, dev, in, tq, hq, d), kt = t3(&k, dev, in, tk, hkv, d), vt = t3(&v, dev, in, tk, hkv, d);
+        mxfa_tensor ot = t3(&o[i], dev, out, tq, hq, d), lt = t2(&lse[i], dev, MXFA_F32, tq, hq, hq, 1);
+        st[i] = mxfa_attn_fwd(ctx[i], &p, &qt, &kt, &vt, cq, ck, batch, &ot, &lt);
+    }
+    fetch(&o[1]), fetch(&lse[1]);
+    int good = st[0] == MXFA_OK && st[1] == MXFA_OK;
+    if (!good)
+        snprintf(what + strlen(what), what_len - strlen(what), "; %s", mxfa_last_error(st[1] ? gpu : cpu));
+    const int o_ok = same(&o[0], &o[1]), l_ok = same(&lse[0], &lse[1]);
+    if (good && !(o_ok && l_ok)) {
+        int64_t first = -1, lfirst = -1;
+        for (size_t i = 0; i < o[0].bytes && first < 0; i++)
+            if (o[0].host[i] != o[1].host[i])
+                first = (int64_t)(i / os);
+        for (size_t i = 0; i < lse[0].bytes && lfirst < 0; i++)
+            if (lse[0].host[i] != lse[1].host[i])
+                lfirst = (int64_t)(i / 4);
+        uint32_t ov[2] = {0, 0}, lv[2] = {0, 0};
+        for (int i = 0; i < 2; i++) {
+            if (first >= 0)
+                memcpy(&ov[i], o[i].host + first * os, os);
+            if (lfirst >= 0)
+                memcpy(&lv[i], lse[i].host + lfirst * 4, 4);
+        }
+        snprintf(what + strlen(what), what_len - strlen(what),
+                 "; differ:%s%s (first O element %lld: token %lld, head %lld, column %lld: cpu %08x, cuda %08x; "
+                 "first LSE %lld: cpu %08x, cuda %08x)",
+                 o_ok ? "" : " O", l_ok ? "" : " LSE", (long long)first, (long long)(first / (hq * d)),
+                 (long long)(first / d % hq), (long long)(first % d), ov[0], ov[1], (long long)lfirst, lv[0], lv[1]);
+    }
+    good &= o_ok && l_ok;
+    buf_free(&q), buf_free(&k), buf_free(&v);
+    for (int i = 0; i < 2; i++)
+        buf_free(&o[i]), buf_free(&lse[i]);
+    return good;
+}
+
 /* ---- the block-scaled product under sm90-fp8 ---- */
 
 /* An fp8 code: any finite one, NaN and Inf (E5M2) rare unless calm. */
@@ -524,11 +644,6 @@ static int gpu_is_hopper(void)
 static void big_gemm(mxfa_model model)
 {
     const int64_t M = 700, N = 900, K = 2085, nkb = (K + 31) / 32;
-    mxfa_ctx *cpu;
-    if (mxfa_open(&cpu, "cpu") != MXFA_OK) {
-        ok(0, "open cpu: %s", mxfa_last_error(cpu));
-        return;
-    }
     buf a = buf_new((size_t)(M * K), 0), b = buf_new((size_t)(N * K), 0);
     buf sa = buf_new((size_t)(M * nkb), 0), sb = buf_new((size_t)(N * nkb), 0);
     buf d[2] = {buf_new((size_t)(M * N) * 4, 0), buf_new((size_t)(M * N) * 4, 0)};
@@ -557,12 +672,11 @@ static void big_gemm(mxfa_model model)
     ok(good && same(&d[0], &d[1]), "gemm %s %lld x %lld x %lld in device memory: every bit as the cpu backend's",
        mxfa_model_name(model), (long long)M, (long long)N, (long long)K);
     buf_free(&a), buf_free(&b), buf_free(&sa), buf_free(&sb), buf_free(&d[0]), buf_free(&d[1]);
-    mxfa_close(cpu);
 }
 
 typedef int (*case_fn)(int trial, int device, char *what, size_t what_len);
 
-static void run_cases(const char *name, case_fn f, int n)
+static void run_cases_against(const char *name, case_fn f, int n, const char *against)
 {
     char what[1024];
     int failed = 0;
@@ -570,8 +684,13 @@ static void run_cases(const char *name, case_fn f, int n)
         for (int device = 0; device < 2; device++)
             if (!f(t, device, what, sizeof what) && failed++ < 5)
                 diag("%s", what);
-    ok(failed == 0, "%s: %d random cases on device and host memory, every byte as ref's (%d differ)", name, 2 * n,
-       failed);
+    ok(failed == 0, "%s: %d random cases on device and host memory, every byte as %s (%d differ)", name, 2 * n,
+       against, failed);
+}
+
+static void run_cases(const char *name, case_fn f, int n)
+{
+    run_cases_against(name, f, n, "ref's");
 }
 
 int main(void)
@@ -580,7 +699,8 @@ int main(void)
     if (!mxfa_backend_usable("cuda", why, sizeof why))
         skip_all(why);
     rng_seed_from_env(11);
-    if (!ok(mxfa_open(&ref, "ref") == MXFA_OK && mxfa_open(&gpu, "cuda") == MXFA_OK, "open ref and cuda"))
+    if (!ok(mxfa_open(&ref, "ref") == MXFA_OK && mxfa_open(&gpu, "cuda") == MXFA_OK && mxfa_open(&cpu, "cpu") == MXFA_OK,
+            "open ref, cpu and cuda"))
         return done_testing();
     run_cases("quantize and dequantize", quantize_case, 400);
     run_cases("jagged quantize, scatter and gather", jagged_case, 100);
@@ -588,6 +708,7 @@ int main(void)
     run_cases("wide swizzle, unswizzle, scatter, gather and transposes", wide_layout_case, 40);
     if (gpu_is_hopper()) {
         run_cases("gemm under sm90-fp8 and sm90-bf16", gemm_case, 80);
+        run_cases_against("attention forward under sm90-fp8 (D = 128)", attn_case, 24, "the cpu backend's");
         big_gemm(MXFA_MODEL_SM90_FP8);
         big_gemm(MXFA_MODEL_SM90_BF16);
     } else {
@@ -647,6 +768,7 @@ int main(void)
         ok(mxfa_synchronize(gpu) == MXFA_OK, "the stream ends without an error");
     }
     mxfa_close(ref);
+    mxfa_close(cpu);
     mxfa_close(gpu);
     return done_testing();
 }

@@ -14,8 +14,8 @@ top=${MXFA_BUILDDIR:-..}
 src=${MXFA_SRCDIR:-..}
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-files="gemm_fp8 gemm_bf16"
-echo "1..4"
+files="gemm_fp8 gemm_bf16 attn_fwd"
+echo "1..6"
 n=0
 for f in $files; do
     n=$((n + 1))

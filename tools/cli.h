@@ -42,5 +42,7 @@ int cmd_study(int argc, char **argv);
 
 /* mxfa bench on a backend with device memory (tools/bench_device.c). */
 int bench_device(const char *cmd, mxfa_ctx *ctx, int reps);
+/* Its attention forward at the baselines' shapes (tools/bench_attn_device.c). */
+int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps);
 
 #endif

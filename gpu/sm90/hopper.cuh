@@ -102,6 +102,13 @@ __device__ __forceinline__ uint64_t desc_sw128(const void *p)
            (uint64_t)1 << 62;
 }
 
+// A named barrier for `count` threads (id 0 is __syncthreads'), e.g. one
+// warpgroup's: every thread of them waits until all have arrived.
+__device__ __forceinline__ void named_sync(uint32_t id, uint32_t count)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
 // Registers the asynchronous wgmma writes: nothing that reads them may be
 // moved above the wait (the empty asm, after it, ties each one to it).
 template <int N> __device__ __forceinline__ void fence_regs(float (&d)[N])

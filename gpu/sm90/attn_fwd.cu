@@ -1,0 +1,574 @@
+// MXFP8 attention forward on Hopper under the sm90-fp8 model, bit for bit
+// the algorithm of cpu/ref/attn_fwd.c (SPEC section 6) with its geometry of
+// 128-row query tiles and 128-key tiles.
+//
+// Before the kernel: Q and K are quantized along D (row blocks), V along
+// the keys (col blocks restarting at every sequence), each head by the
+// backend's quantization kernels; then packed so that every sequence starts
+// on a 128-row boundary of its head's rows (zeros between): Q and K codes
+// [heads][rows][D], V transposed to [heads][D][keys], and the scales as
+// floats 2^(e - 127) in the order the threads read them. Inside each block
+// of 32 keys, V's keys are stored in the order in which a thread's share of
+// the score accumulator becomes its share of the A operand of P * V
+// (`key_of_column`): the products of one block are summed as a set, so the
+// order within it changes nothing, and P never moves between threads.
+//
+// The kernel: one CTA per (query tile, query head), a producer warpgroup
+// (tensor-memory-accelerator copies of the Q tile once, then K, V^T and
+// their scales per key tile through two stages) and two consumer
+// warpgroups of 64 query rows. Per key tile a consumer warpgroup makes S
+// block by block (one wgmma k32 into a zero accumulator, then the exact
+// promotion), the online softmax with the library's exp2, the row sums in
+// key order (one thread a row, over the tile's P in shared memory, as the
+// reference adds them), P quantized in registers, and O += P V block by
+// block (wgmma k32 with P from registers, then the promotion).
+//
+// This first version takes D = 128, the plain causal mask or none, const
+// or dynamic P; the backend refuses the rest. It waits for every wgmma
+// before the next: correctness first (BENCHMARKS.md has its speed).
+#include "exp2.cuh"
+#include "hopper.cuh"
+#include "mx.cuh"
+#include "wgmma.cuh"
+
+namespace mxfa_gpu {
+namespace {
+
+using namespace sm90;
+
+constexpr int BM = 128, BN = 128, D = 128, DB = D / 32, STAGES = 2;
+constexpr int CONSUMERS = 2, THREADS = (CONSUMERS + 1) * 128;
+
+// One sequence of the batch: where its tokens are in the caller's tensors,
+// where its rows start in the packed ones, and its first query tile.
+struct seq_info {
+    int64_t q0, k0;       // first token in q and in k, v
+    int64_t lq, lk;       // lengths
+    int64_t q_off, k_off; // first packed row (multiples of 128)
+    int64_t v_block;      // first row of its V scales (col blocks of 32 keys)
+    int first_tile;       // its first query tile in the grid
+};
+
+// The key of column f (0..31) of a 32-key block as P * V's A operand holds
+// it: thread t's columns 4t .. 4t + 3 and 16 + 4t .. are the keys 2t, 2t + 1,
+// 8 + 2t, 9 + 2t (and 16 more) that its score accumulator holds.
+__host__ __device__ constexpr int key_of_column(int f)
+{
+    return (f / 16) * 16 + 8 * ((f % 4) / 2) + 2 * ((f % 16) / 4) + f % 2;
+}
+
+struct kv_stage {
+    uint8_t k[BN * D];   // 128 keys x 128 bytes, 128-byte swizzle
+    uint8_t vt[D * BN];  // 128 columns of V x 128 keys, 128-byte swizzle
+    float ks[DB][BN];    // K's scales per block of D, scale_pos_b order over the keys
+    float vs[BN / 32][D]; // V's scales per block of keys, scale_pos_b order over D
+};
+
+struct __align__(1024) attn_shared {
+    uint8_t q[BM * D];
+    kv_stage st[STAGES];
+    float qs[DB][BM];              // Q's scales per block of D, scale_pos_a order over the rows
+    float psum[CONSUMERS][64][BN + 1]; // a tile's P, a row per query (+1 against bank conflicts)
+    float alpha[CONSUMERS][64];
+    int flags[CONSUMERS][64]; // 1: the row sees a key of the tile; 2: its max grew
+    float l_final[CONSUMERS][64];
+    uint64_t q_full, full[STAGES], empty[STAGES];
+};
+static_assert(sizeof(kv_stage) % 1024 == 0, "stages stay 1024-byte aligned");
+
+constexpr size_t SMEM_BYTES = sizeof(attn_shared) + 1024;
+
+// ---- packing (before the kernel) ----
+
+// The sequence that packed row p (of a head) belongs to and its row in it,
+// or -1 for padding. off: first packed row of each sequence; len: lengths.
+__device__ __forceinline__ int64_t unpack_row(const seq_info *seqs, int batch, bool keys, int64_t p, int64_t *token)
+{
+    const int b = last_at_or_below(batch, p, [&](int s) { return keys ? seqs[s].k_off : seqs[s].q_off; });
+    const int64_t j = p - (keys ? seqs[b].k_off : seqs[b].q_off), len = keys ? seqs[b].lk : seqs[b].lq;
+    if (j < 0 || j >= len)
+        return -1;
+    *token = (keys ? seqs[b].k0 : seqs[b].q0) + j;
+    return j;
+}
+
+// Q or K: codes [H][tokens][D] and scale bytes [H][tokens][D / 32] (the
+// quantization's output) to codes [H][rows][D] and float scales
+// [H][D / 32][rows] (scale_pos_a or _b order within each 128 rows). A thread
+// per packed row; grid x over the rows / 128, y over the heads.
+__global__ void pack_rows(const uint8_t *codes, const uint8_t *scales, int64_t tokens, const seq_info *seqs, int batch,
+                          bool keys, uint8_t *out, float *out_scales, int64_t rows)
+{
+    const int64_t p = (int64_t)blockIdx.x * 128 + threadIdx.x, h = blockIdx.y;
+    int64_t token = 0;
+    const bool real = unpack_row(seqs, batch, keys, p, &token) >= 0;
+    const uint4 *src = reinterpret_cast<const uint4 *>(codes + (h * tokens + token) * D);
+    uint4 *dst = reinterpret_cast<uint4 *>(out + (h * rows + p) * D);
+#pragma unroll
+    for (int i = 0; i < D / 16; i++)
+        dst[i] = real ? src[i] : make_uint4(0, 0, 0, 0);
+    const int pos = keys ? scale_pos_b((int)(p % 128)) : scale_pos_a((int)(p % 128));
+    for (int b = 0; b < DB; b++) {
+        const uint32_t e = real ? scales[(h * tokens + token) * DB + b] : 0x7Fu;
+        out_scales[(h * DB + b) * rows + (p - p % 128) + pos] =
+            e == 0xFF ? __uint_as_float(NAN_BITS) : e == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(e << 23);
+    }
+}
+
+// V: codes [H][tokens][D] and col-block scales [H][vblocks][D] to V^T codes
+// [H][D][rows] (keys permuted inside each block of 32 by key_of_column,
+// zeros past a sequence's end) and float scales [H][rows / 32][D]
+// (scale_pos_b order over D). A block per 32 packed keys, a thread per
+// column of V; grid y over the heads.
+__global__ void pack_v(const uint8_t *codes, const uint8_t *scales, int64_t tokens, int64_t vblocks,
+                       const seq_info *seqs, int batch, uint8_t *out, float *out_scales, int64_t rows)
+{
+    const int64_t p0 = (int64_t)blockIdx.x * 32, h = blockIdx.y;
+    const int e = (int)threadIdx.x;
+    uint32_t w[8] = {};
+    for (int f = 0; f < 32; f++) {
+        int64_t token;
+        if (unpack_row(seqs, batch, true, p0 + key_of_column(f), &token) >= 0)
+            w[f / 4] |= (uint32_t)codes[(h * tokens + token) * D + e] << (8 * (f % 4));
+    }
+    uint4 *dst = reinterpret_cast<uint4 *>(out + (h * D + e) * rows + p0);
+    dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
+    dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
+    const int b = last_at_or_below(batch, p0, [&](int s) { return seqs[s].k_off; });
+    const int64_t j = p0 - seqs[b].k_off;
+    const bool real = j >= 0 && j < seqs[b].lk;
+    const uint32_t s = real ? scales[(h * vblocks + seqs[b].v_block + j / 32) * D + e] : 0x7Fu;
+    out_scales[(h * (rows / 32) + p0 / 32) * D + scale_pos_b(e)] =
+        s == 0xFF ? __uint_as_float(NAN_BITS) : s == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(s << 23);
+}
+
+// ---- the kernel ----
+
+#ifdef MXFA_SM90_CODE
+constexpr float NEG_INF = -__builtin_huge_valf();
+constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
+
+// A row's block of 32 P values spread over the four threads of a quad:
+// the largest |x| bits (NaN ignored), and whether it holds NaN or Inf.
+struct p_amax {
+    uint32_t amax = 0;
+    bool nan = false, inf = false;
+    __device__ __forceinline__ void add(uint32_t x)
+    {
+        const uint32_t a = x & 0x7FFFFFFFu;
+        if (a > kF32Inf) {
+            nan = true;
+            return;
+        }
+        inf |= a == kF32Inf;
+        amax = a > amax ? a : amax;
+    }
+    __device__ __forceinline__ void reduce4()
+    {
+        for (int o = 1; o < 4; o <<= 1) {
+            const uint32_t a = __shfl_xor_sync(0xFFFFFFFFu, amax, o);
+            const int fl = __shfl_xor_sync(0xFFFFFFFFu, (int)nan | (int)inf << 1, o);
+            amax = a > amax ? a : amax;
+            nan |= fl & 1;
+            inf |= (fl >> 1) & 1;
+        }
+    }
+};
+#endif // MXFA_SM90_CODE
+
+struct attn_out {
+    uint8_t *o;
+    int64_t os0, os1, os2; // elements
+    bool o_bf16;
+    float *lse; // may be null
+    int64_t ls0, ls1;
+};
+
+__global__ void __launch_bounds__(THREADS, 1)
+    attn_fwd_sm90(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+                  const __grid_constant__ CUtensorMap map_vt, const __grid_constant__ CUtensorMap map_qs,
+                  const __grid_constant__ CUtensorMap map_ks, const __grid_constant__ CUtensorMap map_vs,
+                  const seq_info *seqs, int batch, int group, int64_t q_rows, int64_t k_rows, float c, bool causal,
+                  bool p_dynamic, attn_out out)
+{
+#ifdef MXFA_SM90_CODE
+    extern __shared__ uint8_t raw[];
+    attn_shared &sh = aligned_shared<attn_shared>(raw);
+    const int tile = (int)blockIdx.x, h = (int)blockIdx.y, hk = h / group;
+    const int b = last_at_or_below(batch, tile, [&](int s) { return seqs[s].first_tile; });
+    const seq_info sq = seqs[b];
+    const int64_t r0 = (int64_t)(tile - sq.first_tile) * BM;
+    const int64_t nr = sq.lq - r0 < BM ? sq.lq - r0 : BM;
+    // the key limits of the tile's first and last rows (bottom-right causal)
+    const int64_t lim_last = causal ? r0 + nr - 1 + sq.lk - sq.lq : sq.lk - 1;
+    int64_t visible = lim_last + 1 < sq.lk ? lim_last + 1 : sq.lk;
+    const int nkt = visible <= 0 ? 0 : (int)((visible + BN - 1) / BN);
+
+    if (threadIdx.x == 0) {
+        bar_init(&sh.q_full, 1);
+        init_ring(sh.full, sh.empty, CONSUMERS * 128);
+    }
+    __syncthreads();
+
+    const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
+    if (warp < 4) { // the producer
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PRODUCER_REGS));
+        if (threadIdx.x == 0) {
+            bar_expect(&sh.q_full, sizeof sh.q + sizeof sh.qs);
+            tma_load(sh.q, &map_q, 0, (int)(h * q_rows + sq.q_off + r0), &sh.q_full);
+            tma_load(sh.qs, &map_qs, (int)(sq.q_off + r0), h * DB, &sh.q_full);
+            for (int kt = 0, s = 0, phase = 0; kt < nkt; kt++) {
+                if (kt >= STAGES)
+                    bar_wait(&sh.empty[s], phase ^ 1);
+                const int64_t key = sq.k_off + (int64_t)kt * BN;
+                kv_stage &st = sh.st[s];
+                bar_expect(&sh.full[s], sizeof st);
+                tma_load(st.k, &map_k, 0, (int)(hk * k_rows + key), &sh.full[s]);
+                tma_load(st.vt, &map_vt, (int)key, hk * D, &sh.full[s]);
+                tma_load(st.ks, &map_ks, (int)key, hk * DB, &sh.full[s]);
+                tma_load(st.vs, &map_vs, 0, (int)(hk * (k_rows / 32) + key / 32), &sh.full[s]);
+                if (++s == STAGES)
+                    s = 0, phase ^= 1;
+            }
+        }
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(CONSUMER_REGS));
+
+    const int wg = warp / 4 - 1, w = warp % 4, g = lane / 4, t = lane % 4, tid = (int)threadIdx.x - 128 * (wg + 1);
+    const int row0 = wg * 64 + w * 16 + g;    // the tile rows of this thread: row0 and row0 + 8
+    const int local[2] = {w * 16 + g, w * 16 + g + 8}; // the same in the warpgroup
+    int64_t lim[2];
+    for (int hh = 0; hh < 2; hh++) {
+        const int64_t i = r0 + row0 + 8 * hh;
+        lim[hh] = causal ? i + sq.lk - sq.lq : sq.lk - 1;
+    }
+    float m[2] = {NEG_INF, NEG_INF}, l = 0.0f; // l: row `tid` of the warpgroup (tid < 64)
+    float o[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        o[i] = 0.0f;
+    const fp8_fmt f8 = fp8_e4m3();
+    const uint32_t wg_bar = 1 + wg;
+
+    bar_wait(&sh.q_full, 0);
+    for (int kt = 0, s = 0, phase = 0; kt < nkt; kt++) {
+        const int64_t c0 = (int64_t)kt * BN;
+        bar_wait(&sh.full[s], phase);
+        const kv_stage &st = sh.st[s];
+
+        // S = Q K^T block by block, promoted exactly
+        float x[64], part[64];
+#pragma unroll
+        for (int i = 0; i < 64; i++)
+            x[i] = 0.0f;
+        for (int db = 0; db < DB; db++) {
+            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+            wgmma_k32<0, 0>(part, desc_sw128(sh.q + wg * 64 * D + db * 32), desc_sw128(st.k + db * 32));
+            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            fence_regs(part);
+            const float2 a = *reinterpret_cast<const float2 *>(&sh.qs[db][scale_pos_a(row0)]);
+#pragma unroll
+            for (int j2 = 0; j2 < 8; j2++) {
+                const float4 bq = *reinterpret_cast<const float4 *>(&st.ks[db][16 * j2 + 4 * t]);
+                const float bs[4] = {bq.x, bq.y, bq.z, bq.w};
+#pragma unroll
+                for (int hj = 0; hj < 2; hj++) {
+                    const int j = 2 * j2 + hj;
+                    x[4 * j + 0] = promote_exact(part[4 * j + 0], a.x, bs[2 * hj], x[4 * j + 0]);
+                    x[4 * j + 1] = promote_exact(part[4 * j + 1], a.x, bs[2 * hj + 1], x[4 * j + 1]);
+                    x[4 * j + 2] = promote_exact(part[4 * j + 2], a.y, bs[2 * hj], x[4 * j + 2]);
+                    x[4 * j + 3] = promote_exact(part[4 * j + 3], a.y, bs[2 * hj + 1], x[4 * j + 3]);
+                }
+            }
+        }
+
+        // x = S * c, masked; the rows' maxima (NaN wins, as in the reference's scan)
+        float mx[2] = {NEG_INF, NEG_INF};
+        bool nan[2] = {false, false};
+#pragma unroll
+        for (int i = 0; i < 64; i++) {
+            const int hh = (i / 2) % 2;
+            const int64_t key = c0 + 8 * (i / 4) + 2 * t + i % 2;
+            x[i] = key <= lim[hh] && key < sq.lk ? __fmul_rn(x[i], c) : NEG_INF;
+            if (x[i] != x[i])
+                nan[hh] = true;
+            else
+                mx[hh] = fmaxf(mx[hh], x[i]);
+        }
+        bool vis[2], grew[2];
+        float alpha[2] = {1.0f, 1.0f};
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            for (int o2 = 1; o2 < 4; o2 <<= 1) {
+                mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xFFFFFFFFu, mx[hh], o2));
+                nan[hh] |= __shfl_xor_sync(0xFFFFFFFFu, (int)nan[hh], o2) != 0;
+            }
+            const float m_new = m[hh] != m[hh] || nan[hh] ? __uint_as_float(NAN_BITS) : fmaxf(m[hh], mx[hh]);
+            vis[hh] = m_new != NEG_INF;
+            grew[hh] = m_new > m[hh];
+            if (grew[hh]) {
+                alpha[hh] = mx_exp2(__fsub_rn(m[hh], m_new));
+                m[hh] = m_new;
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < 64; i++) {
+            const int hh = (i / 2) % 2;
+            if (grew[hh])
+                o[i] = __fmul_rn(o[i], alpha[hh]);
+            // P = exp2((x - m) + 8), in [0, 256]
+            x[i] = x[i] == NEG_INF ? 0.0f : mx_exp2(__fadd_rn(__fsub_rn(x[i], m[hh]), 8.0f));
+        }
+
+        // l: the tile's P of a row added in key order by one thread, as the reference does
+        named_sync(wg_bar, 128); // the previous tile's sums are done with psum
+#pragma unroll
+        for (int i = 0; i < 64; i++)
+            sh.psum[wg][local[(i / 2) % 2]][8 * (i / 4) + 2 * t + i % 2] = x[i];
+        if (t == 0)
+            for (int hh = 0; hh < 2; hh++) {
+                sh.flags[wg][local[hh]] = (int)vis[hh] | (int)grew[hh] << 1;
+                sh.alpha[wg][local[hh]] = alpha[hh];
+            }
+        named_sync(wg_bar, 128);
+        if (tid < 64) {
+            const int fl = sh.flags[wg][tid];
+            if (fl & 1) {
+                if (fl & 2)
+                    l = __fmul_rn(l, sh.alpha[wg][tid]);
+                float sum = 0.0f;
+                for (int j = 0; j < BN; j++)
+                    sum = __fadd_rn(sum, sh.psum[wg][tid][j]);
+                l = __fadd_rn(l, __fmul_rn(sum, 0.00390625f));
+            }
+        }
+
+        // P to E4M3 (const: scale 2^0, the -8 at the promotion; dynamic: the
+        // rceil rule per row and 32 keys) and O += P V block by block
+#pragma unroll
+        for (int kb = 0; kb < BN / 32; kb++) {
+            float pscale[2];
+            uint32_t code[16];
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                block_rule rule = {0x7Fu, false, false};
+                if (p_dynamic) {
+                    p_amax acc;
+#pragma unroll
+                    for (int q = 0; q < 4; q++) {
+                        acc.add(__float_as_uint(x[16 * kb + 4 * q + 2 * hh]));
+                        acc.add(__float_as_uint(x[16 * kb + 4 * q + 2 * hh + 1]));
+                    }
+                    acc.reduce4();
+                    rule = rule_from_amax(f8, MXFA_PRESET_RCEIL, acc.amax, acc.nan, acc.inf);
+                }
+                // every P is >= 0, Inf or a positive NaN, and the rule never
+                // poisons (rceil): the conversion of P / 2^scale gives the
+                // encoder's code for each (Inf saturates, NaN is 0x7F)
+                const float rcp = e8m0_reciprocal(rule.scale);
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const int i = 16 * kb + 4 * q + 2 * hh;
+                    const uint32_t two = (uint32_t)__nv_cvt_float2_to_fp8x2(
+                        make_float2(__fmul_rn(x[i], rcp), __fmul_rn(x[i + 1], rcp)), __NV_SATFINITE, __NV_E4M3);
+                    code[4 * q + 2 * hh] = two & 0xFFu;
+                    code[4 * q + 2 * hh + 1] = two >> 8;
+                }
+                const int pexp = (int)rule.scale - 127 - 8;
+                pscale[hh] = rule.scale == 0xFFu ? __uint_as_float(NAN_BITS)
+                             : pexp >= -126      ? __uint_as_float((uint32_t)(pexp + 127) << 23)
+                                                 : __uint_as_float(1u << (pexp + 149));
+            }
+            // A fragment: rows g and g + 8, columns 4t .. 4t + 3 and 16 + 4t ..
+            const uint32_t af[4] = {
+                code[0] | code[1] << 8 | code[4] << 16 | code[5] << 24,
+                code[2] | code[3] << 8 | code[6] << 16 | code[7] << 24,
+                code[8] | code[9] << 8 | code[12] << 16 | code[13] << 24,
+                code[10] | code[11] << 8 | code[14] << 16 | code[15] << 24,
+            };
+            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+            wgmma_k32_rs(part, af, desc_sw128(st.vt + kb * 32));
+            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            fence_regs(part);
+            const int64_t kb0 = c0 + 32 * kb;
+            const bool use[2] = {vis[0] && kb0 < sq.lk && kb0 <= lim[0], vis[1] && kb0 < sq.lk && kb0 <= lim[1]};
+#pragma unroll
+            for (int j2 = 0; j2 < 8; j2++) {
+                const float4 vq = *reinterpret_cast<const float4 *>(&st.vs[kb][16 * j2 + 4 * t]);
+                const float vsc[4] = {vq.x, vq.y, vq.z, vq.w};
+#pragma unroll
+                for (int hj = 0; hj < 2; hj++) {
+                    const int j = 2 * j2 + hj;
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int hh = e / 2, i = 4 * j + e;
+                        if (use[hh])
+                            o[i] = promote_exact(part[i], pscale[hh], vsc[2 * hj + e % 2], o[i]);
+                    }
+                }
+            }
+        }
+        bar_arrive(&sh.empty[s]); // this thread is done with the stage
+        if (++s == STAGES)
+            s = 0, phase ^= 1;
+    }
+
+    // O = O / l, LSE = (m + log2 l) ln 2; rows that saw nothing: 0 and -Inf
+    named_sync(wg_bar, 128);
+    if (tid < 64)
+        sh.l_final[wg][tid] = l;
+    named_sync(wg_bar, 128);
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        const int64_t i = r0 + row0 + 8 * hh;
+        if (i >= sq.lq)
+            continue;
+        const float lr = sh.l_final[wg][local[hh]];
+        const bool any = lr != 0.0f || lr != lr;
+        const int64_t token = sq.q0 + i;
+        for (int jj = 0; jj < 16; jj++)
+            for (int e = 0; e < 2; e++) {
+                const int idx = 4 * jj + 2 * hh + e, col = 8 * jj + 2 * t + e;
+                const float v = any ? __fdiv_rn(o[idx], lr) : 0.0f;
+                const int64_t at = token * out.os0 + (int64_t)h * out.os1 + (int64_t)col * out.os2;
+                if (out.o_bf16)
+                    reinterpret_cast<uint16_t *>(out.o)[at] = (uint16_t)f32_to_bf16(__float_as_uint(v));
+                else
+                    reinterpret_cast<float *>(out.o)[at] = v;
+            }
+        if (out.lse && t == 0)
+            out.lse[token * out.ls0 + (int64_t)h * out.ls1] =
+                any ? __fmul_rn(__fadd_rn(m[hh], mx_log2(lr)), __uint_as_float(0x3F317218u)) : NEG_INF;
+    }
+#endif
+}
+
+} // namespace
+
+// ---- host side ----
+
+cudaError_t launch_attn_fwd_sm90(const attn_fwd_args &a, cudaStream_t stream)
+{
+    const int64_t tq = a.q.n0, tk = a.k.n0, hq = a.q.n1, hkv = a.k.n1;
+    const int batch = a.batch;
+    seq_info *seqs = static_cast<seq_info *>(malloc(sizeof(seq_info) * (size_t)batch));
+    if (!seqs)
+        return cudaErrorMemoryAllocation;
+    int64_t q_rows = 0, k_rows = 0, vblocks = 0, tiles = 0;
+    for (int b = 0; b < batch; b++) {
+        seq_info &s = seqs[b];
+        s.q0 = a.cu_q[b], s.k0 = a.cu_k[b];
+        s.lq = (int64_t)a.cu_q[b + 1] - a.cu_q[b], s.lk = (int64_t)a.cu_k[b + 1] - a.cu_k[b];
+        s.q_off = q_rows, s.k_off = k_rows, s.v_block = vblocks, s.first_tile = (int)tiles;
+        q_rows += round_up(s.lq, BM), k_rows += round_up(s.lk, BN), vblocks += (s.lk + 31) / 32;
+        tiles += (s.lq + BM - 1) / BM;
+    }
+    q_rows = q_rows < BM ? BM : q_rows, k_rows = k_rows < BN ? BN : k_rows;
+    cudaError_t e = cudaSuccess;
+    // the accelerator's coordinates and the grid are 32-bit
+    if (tiles > INT32_MAX || hq > 65535 || hq * q_rows > INT32_MAX || hkv * k_rows > INT32_MAX || hkv * D > INT32_MAX)
+        e = cudaErrorInvalidValue;
+    if (tiles == 0 || e != cudaSuccess) {
+        free(seqs);
+        return e;
+    }
+    // scratch: one allocation, cut in 1024-byte aligned pieces
+    const size_t sizes[] = {
+        (size_t)(hq * tq * D),         (size_t)(hq * tq * DB),           (size_t)(hkv * tk * D),
+        (size_t)(hkv * tk * DB),       (size_t)(hkv * tk * D),           (size_t)(hkv * vblocks * D),
+        (size_t)(hq * q_rows * D),     (size_t)(hq * DB * q_rows) * 4,   (size_t)(hkv * k_rows * D),
+        (size_t)(hkv * DB * k_rows) * 4, (size_t)(hkv * D * k_rows),     (size_t)(hkv * (k_rows / 32) * D) * 4,
+        sizeof(seq_info) * (size_t)batch};
+    constexpr int NBUF = sizeof sizes / sizeof sizes[0];
+    size_t total = 0, at[NBUF];
+    for (int i = 0; i < NBUF; i++) {
+        at[i] = total;
+        total += (sizes[i] + 1023) / 1024 * 1024;
+    }
+    scratch mem(stream);
+    uint8_t *base = nullptr;
+    if ((e = mem.get(&base, total)) != cudaSuccess) {
+        free(seqs);
+        return e;
+    }
+    uint8_t *qc = base + at[0], *qsb = base + at[1], *kc = base + at[2], *ksb = base + at[3], *vc = base + at[4],
+            *vsb = base + at[5], *qp = base + at[6], *kp = base + at[8], *vt = base + at[10];
+    float *qf = reinterpret_cast<float *>(base + at[7]), *kf = reinterpret_cast<float *>(base + at[9]),
+          *vf = reinterpret_cast<float *>(base + at[11]);
+    seq_info *dseqs = reinterpret_cast<seq_info *>(base + at[12]);
+    // from pageable memory: the copy has taken the bytes when it returns
+    e = cudaMemcpyAsync(dseqs, seqs, sizeof(seq_info) * (size_t)batch, cudaMemcpyHostToDevice, stream);
+    mxfa_segment *vsegs = static_cast<mxfa_segment *>(malloc(sizeof(mxfa_segment) * (size_t)batch));
+    if (!vsegs && e == cudaSuccess)
+        e = cudaErrorMemoryAllocation;
+    for (int b = 0; b < batch && vsegs; b++)
+        vsegs[b] = {seqs[b].k0, seqs[b].lk, seqs[b].v_block};
+    free(seqs);
+
+    // quantization, a head at a time (the heads' views are 2-D)
+    const int es = a.q.dtype == MXFA_BF16 ? 2 : 4;
+    auto head = [&](const nd3 &x, int64_t hh) {
+        return dview{x.base + hh * x.s1 * es, x.n0, D, x.s0, x.s2, x.dtype};
+    };
+    const mxfa_segment all_q = {0, tq, 0}, all_k = {0, tk, 0};
+    for (int64_t hh = 0; hh < hq && e == cudaSuccess; hh++)
+        e = launch_quantize(head(a.q, hh), &all_q, 1, a.preset, MXFA_BLOCK_ROW,
+                            dview{qc + hh * tq * D, tq, D, D, 1, MXFA_E4M3},
+                            dview{qsb + hh * tq * DB, tq, DB, DB, 1, MXFA_E8M0}, stream);
+    for (int64_t hh = 0; hh < hkv && tk > 0 && e == cudaSuccess; hh++) {
+        e = launch_quantize(head(a.k, hh), &all_k, 1, a.preset, MXFA_BLOCK_ROW,
+                            dview{kc + hh * tk * D, tk, D, D, 1, MXFA_E4M3},
+                            dview{ksb + hh * tk * DB, tk, DB, DB, 1, MXFA_E8M0}, stream);
+        if (e == cudaSuccess)
+            e = launch_quantize(head(a.v, hh), vsegs, batch, a.preset, MXFA_BLOCK_COL,
+                                dview{vc + hh * tk * D, tk, D, D, 1, MXFA_E4M3},
+                                dview{vsb + hh * vblocks * D, vblocks, D, D, 1, MXFA_E8M0}, stream);
+    }
+    free(vsegs);
+    if (e != cudaSuccess)
+        return e;
+    pack_rows<<<dim3((unsigned)(q_rows / 128), (unsigned)hq), 128, 0, stream>>>(qc, qsb, tq, dseqs, batch, false, qp,
+                                                                                qf, q_rows);
+    if (tk > 0) {
+        pack_rows<<<dim3((unsigned)(k_rows / 128), (unsigned)hkv), 128, 0, stream>>>(kc, ksb, tk, dseqs, batch, true,
+                                                                                     kp, kf, k_rows);
+        pack_v<<<dim3((unsigned)(k_rows / 32), (unsigned)hkv), D, 0, stream>>>(vc, vsb, tk, vblocks, dseqs, batch, vt,
+                                                                              vf, k_rows);
+    }
+    if ((e = cudaGetLastError()) != cudaSuccess)
+        return e;
+
+    CUtensorMap maps[6];
+    memset(maps, 0, sizeof maps);
+    if ((e = tensor_map(&maps[0], CU_TENSOR_MAP_DATA_TYPE_UINT8, qp, D, (uint64_t)(hq * q_rows), D, D, BM,
+                        CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
+        (e = tensor_map(&maps[1], CU_TENSOR_MAP_DATA_TYPE_UINT8, kp, D, (uint64_t)(hkv * k_rows), D, D, BN,
+                        CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
+        (e = tensor_map(&maps[2], CU_TENSOR_MAP_DATA_TYPE_UINT8, vt, (uint64_t)k_rows, (uint64_t)(hkv * D),
+                        (uint64_t)k_rows, BN, D, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
+        (e = tensor_map(&maps[3], CU_TENSOR_MAP_DATA_TYPE_FLOAT32, qf, (uint64_t)q_rows, (uint64_t)(hq * DB),
+                        (uint64_t)q_rows * 4, BM, DB, CU_TENSOR_MAP_SWIZZLE_NONE)) != cudaSuccess ||
+        (e = tensor_map(&maps[4], CU_TENSOR_MAP_DATA_TYPE_FLOAT32, kf, (uint64_t)k_rows, (uint64_t)(hkv * DB),
+                        (uint64_t)k_rows * 4, BN, DB, CU_TENSOR_MAP_SWIZZLE_NONE)) != cudaSuccess ||
+        (e = tensor_map(&maps[5], CU_TENSOR_MAP_DATA_TYPE_FLOAT32, vf, D, (uint64_t)(hkv * (k_rows / 32)), D * 4, D,
+                        BN / 32, CU_TENSOR_MAP_SWIZZLE_NONE)) != cudaSuccess)
+        return e;
+    static const cudaError_t attr =
+        cudaFuncSetAttribute(attn_fwd_sm90, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+    if (attr != cudaSuccess)
+        return attr;
+    const uint32_t log2e_bits = 0x3FB8AA3Bu; // fl(log2 e)
+    float log2e;
+    memcpy(&log2e, &log2e_bits, 4);
+    const float c = a.softmax_scale * log2e; // one fp32 product, as the reference computes it
+    const attn_out out = {a.o.base, a.o.s0, a.o.s1, a.o.s2, a.o.dtype == MXFA_BF16, a.lse, a.ls0, a.ls1};
+    attn_fwd_sm90<<<dim3((unsigned)tiles, (unsigned)hq), THREADS, SMEM_BYTES, stream>>>(
+        maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], dseqs, batch, (int)(hq / hkv), q_rows, k_rows, c,
+        a.causal, a.p_dynamic, out);
+    return cudaGetLastError();
+}
+
+} // namespace mxfa_gpu

@@ -1,0 +1,162 @@
+/*
+ * mxfa bench on a backend with device memory: attention forward at the
+ * shapes of the H200 baselines (../shared/bench/h200_baselines.py, run in
+ * the same session for the ratios), on bf16 Q, K and V drawn from a standard
+ * normal in device memory, under the sm90-fp8 model with const P. The
+ * quantization of Q, K and V, done inside each call as the kernel needs it,
+ * is also timed on its own: the same per-head quantizations through the
+ * public API. Each call is enqueued reps times back to back and waited for
+ * once; the median of five such rounds is reported.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "mxfa.h"
+
+typedef struct attn_shape {
+    int64_t b, h, s, d;
+    int causal;
+} attn_shape;
+
+static const attn_shape shapes[] = {
+    {4, 16, 4096, 128, 0}, {4, 16, 4096, 128, 1}, {1, 16, 16384, 128, 0}, {8, 16, 2048, 64, 0}, {2, 16, 8192, 256, 0},
+};
+
+typedef struct attn_bench {
+    mxfa_ctx *ctx;
+    const attn_shape *sh;
+    mxfa_attn_params p;
+    void *q, *k, *v, *o, *lse, *codes, *scales; /* device */
+    int32_t *cu;
+    int quantize_only;
+} attn_bench;
+
+static mxfa_tensor dev_tensor(void *p, mxfa_dtype dt, int ndim, int64_t a, int64_t b, int64_t c)
+{
+    mxfa_tensor t = {p, dt, MXFA_MEM_DEVICE, ndim, {a, b, c}, {0}};
+    return t;
+}
+
+/* Q and K in row blocks, V in col blocks per sequence, a head at a time:
+ * what the attention call does before its kernel. */
+static mxfa_status quantize_qkv(attn_bench *a)
+{
+    const attn_shape *s = a->sh;
+    const int64_t tokens = s->b * s->s, nkb = s->d / 32;
+    void *src[3] = {a->q, a->k, a->v};
+    for (int which = 0; which < 3; which++)
+        for (int64_t h = 0; h < s->h; h++) {
+            mxfa_tensor x = dev_tensor((uint8_t *)src[which] + h * s->d * 2, MXFA_BF16, 2, tokens, s->d, 0);
+            x.stride[0] = s->h * s->d, x.stride[1] = 1;
+            mxfa_mx out = {dev_tensor(a->codes, MXFA_E4M3, 2, tokens, s->d, 0),
+                           dev_tensor(a->scales, MXFA_E8M0, 2, tokens, nkb, 0), MXFA_BLOCK_ROW, MXFA_LAYOUT_COMPACT};
+            mxfa_status st;
+            if (which < 2) {
+                st = mxfa_quantize(a->ctx, &x, MXFA_PRESET_RCEIL, &out);
+            } else {
+                int64_t rows;
+                mxfa_jagged_scale_rows(a->cu, (int)s->b, &rows);
+                out.block = MXFA_BLOCK_COL;
+                out.scales = dev_tensor(a->scales, MXFA_E8M0, 2, rows, s->d, 0);
+                st = mxfa_quantize_jagged(a->ctx, &x, a->cu, (int)s->b, MXFA_PRESET_RCEIL, &out);
+            }
+            if (st != MXFA_OK)
+                return st;
+        }
+    return MXFA_OK;
+}
+
+static mxfa_status run(attn_bench *a)
+{
+    if (a->quantize_only)
+        return quantize_qkv(a);
+    const attn_shape *s = a->sh;
+    const int64_t tokens = s->b * s->s;
+    mxfa_tensor q = dev_tensor(a->q, MXFA_BF16, 3, tokens, s->h, s->d), k = dev_tensor(a->k, MXFA_BF16, 3, tokens, s->h, s->d),
+                v = dev_tensor(a->v, MXFA_BF16, 3, tokens, s->h, s->d), o = dev_tensor(a->o, MXFA_BF16, 3, tokens, s->h, s->d),
+                l = dev_tensor(a->lse, MXFA_F32, 2, tokens, s->h, 0);
+    return mxfa_attn_fwd(a->ctx, &a->p, &q, &k, &v, a->cu, a->cu, (int)s->b, &o, &l);
+}
+
+/* Seconds per call, the median of five rounds of reps calls; < 0 on error. */
+static double per_call(attn_bench *a, int reps)
+{
+    double t[5];
+    if (run(a) != MXFA_OK || mxfa_synchronize(a->ctx) != MXFA_OK)
+        return -1;
+    for (int round = 0; round < 5; round++) {
+        double t0 = cli_now();
+        for (int r = 0; r < reps; r++)
+            if (run(a) != MXFA_OK)
+                return -1;
+        if (mxfa_synchronize(a->ctx) != MXFA_OK)
+            return -1;
+        t[round] = (cli_now() - t0) / reps;
+    }
+    return cli_median(t, 5);
+}
+
+int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps)
+{
+    printf("\nattention forward, sm90-fp8, const P, bf16 in and out, device memory "
+           "(TFLOP/s: 4 B H S^2 D, half when causal; causal = the plain mask)\n");
+    printf("%-26s %10s %10s %14s %12s\n", "shape B,H,S,D", "ms", "TFLOP/s", "quantize ms", "of the call");
+    int rc = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0] && !rc; i++) {
+        const attn_shape *s = &shapes[i];
+        const int64_t tokens = s->b * s->s, n = tokens * s->h * s->d;
+        attn_bench a;
+        memset(&a, 0, sizeof a);
+        a.ctx = ctx, a.sh = s;
+        mxfa_attn_params_default(&a.p);
+        a.p.model = MXFA_MODEL_SM90_FP8;
+        a.p.causal = s->causal ? MXFA_CAUSAL_PLAIN : MXFA_CAUSAL_NONE;
+        void **bufs[] = {&a.q, &a.k, &a.v, &a.o, &a.lse, &a.codes, &a.scales};
+        const size_t sizes[] = {(size_t)n * 2, (size_t)n * 2, (size_t)n * 2, (size_t)n * 2, (size_t)(tokens * s->h) * 4,
+                                (size_t)(tokens * s->d), (size_t)(tokens * s->d)};
+        uint16_t *host = malloc((size_t)n * 2);
+        a.cu = malloc(sizeof(int32_t) * (size_t)(s->b + 1));
+        for (int j = 0; j < 7 && !rc; j++)
+            if (mxfa_device_alloc(ctx, sizes[j], bufs[j]) != MXFA_OK)
+                rc = cli_error(cmd, "%s", mxfa_last_error(ctx));
+        if (!rc && (!host || !a.cu))
+            rc = cli_error(cmd, "out of memory for the attention benchmark's tensors");
+        if (!rc) {
+            for (int64_t b = 0; b <= s->b; b++)
+                a.cu[b] = (int32_t)(b * s->s);
+            uint64_t rng = 0x2545F4914F6CDD1Du;
+            void *dst[3] = {a.q, a.k, a.v};
+            for (int which = 0; which < 3 && !rc; which++) {
+                for (int64_t j = 0; j < n; j++)
+                    host[j] = mxfa_f32_to_bf16((float)cli_gauss(&rng));
+                if (mxfa_memcpy(ctx, dst[which], host, (size_t)n * 2) != MXFA_OK)
+                    rc = cli_error(cmd, "%s", mxfa_last_error(ctx));
+            }
+        }
+        char name[64];
+        snprintf(name, sizeof name, "%lld,%lld,%lld,%lld%s", (long long)s->b, (long long)s->h, (long long)s->s,
+                 (long long)s->d, s->causal ? ",c" : "");
+        if (!rc) {
+            const double flops = 4.0 * s->b * s->h * (double)s->s * s->s * s->d * (s->causal ? 0.5 : 1.0);
+            const double t = per_call(&a, reps);
+            if (t < 0) {
+                printf("%-26s %s\n", name, mxfa_last_error(ctx)); /* a shape the kernel does not take yet */
+            } else {
+                a.quantize_only = 1;
+                const double tq = per_call(&a, reps);
+                if (tq < 0)
+                    rc = cli_error(cmd, "quantizing Q, K and V: %s", mxfa_last_error(ctx));
+                else
+                    printf("%-26s %10.3f %10.1f %14.3f %11.0f%%\n", name, t * 1e3, flops / t / 1e12, tq * 1e3,
+                           100 * tq / t);
+            }
+        }
+        for (int j = 0; j < 7; j++)
+            if (*bufs[j])
+                mxfa_device_free(ctx, *bufs[j]);
+        free(host), free(a.cu);
+    }
+    return rc;
+}
