@@ -257,30 +257,54 @@ __global__ void __launch_bounds__(THREADS, 1)
         bar_wait(&sh.full[s], phase);
         const kv_stage &st = sh.st[s];
 
-        // S = Q K^T block by block, promoted exactly
-        float x[64], part[64];
+        // S = Q K^T block by block, promoted exactly. Eight products (four
+        // blocks of D, each in two halves of 64 keys) go through two
+        // partials, the next one running while one is promoted.
+        float x[64], pa[32], pb[32];
 #pragma unroll
         for (int i = 0; i < 64; i++)
             x[i] = 0.0f;
-        for (int db = 0; db < DB; db++) {
+        // product j: block j / 2 of D, keys 64 (j % 2) .. + 63 (K rows 1024-byte atoms apart)
+        auto issue_s = [&](float(&p)[32], int j) {
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-            wgmma_k32<0, 0>(part, desc_sw128(sh.q + wg * 64 * D + db * 32), desc_sw128(st.k + db * 32));
+            wgmma_k32_n64(p, desc_sw128(sh.q + wg * 64 * D + (j / 2) * 32),
+                          desc_sw128(st.k + (j % 2) * 64 * D + (j / 2) * 32));
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-            fence_regs(part);
+        };
+        auto promote_s = [&](float(&p)[32], int j) {
+            const int db = j / 2, hf = j % 2;
+            fence_regs(p);
             const float2 a = *reinterpret_cast<const float2 *>(&sh.qs[db][scale_pos_a(row0)]);
 #pragma unroll
-            for (int j2 = 0; j2 < 8; j2++) {
-                const float4 bq = *reinterpret_cast<const float4 *>(&st.ks[db][16 * j2 + 4 * t]);
+            for (int j2 = 0; j2 < 4; j2++) {
+                const float4 bq = *reinterpret_cast<const float4 *>(&st.ks[db][16 * (4 * hf + j2) + 4 * t]);
                 const float bs[4] = {bq.x, bq.y, bq.z, bq.w};
 #pragma unroll
                 for (int hj = 0; hj < 2; hj++) {
-                    const int j = 2 * j2 + hj;
-                    x[4 * j + 0] = promote_exact(part[4 * j + 0], a.x, bs[2 * hj], x[4 * j + 0]);
-                    x[4 * j + 1] = promote_exact(part[4 * j + 1], a.x, bs[2 * hj + 1], x[4 * j + 1]);
-                    x[4 * j + 2] = promote_exact(part[4 * j + 2], a.y, bs[2 * hj], x[4 * j + 2]);
-                    x[4 * j + 3] = promote_exact(part[4 * j + 3], a.y, bs[2 * hj + 1], x[4 * j + 3]);
+                    const int i = 4 * (2 * j2 + hj), I = 32 * hf + i; // partial element i is S element I
+                    x[I + 0] = promote_exact(p[i + 0], a.x, bs[2 * hj], x[I + 0]);
+                    x[I + 1] = promote_exact(p[i + 1], a.x, bs[2 * hj + 1], x[I + 1]);
+                    x[I + 2] = promote_exact(p[i + 2], a.y, bs[2 * hj], x[I + 2]);
+                    x[I + 3] = promote_exact(p[i + 3], a.y, bs[2 * hj + 1], x[I + 3]);
                 }
+            }
+        };
+        issue_s(pa, 0);
+        issue_s(pb, 1);
+#pragma unroll
+        for (int j = 0; j < 2 * DB; j++) {
+            if (j + 1 < 2 * DB)
+                asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+            else
+                asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            if (j % 2 == 0) {
+                promote_s(pa, j);
+                if (j + 2 < 2 * DB)
+                    issue_s(pa, j + 2);
+            } else {
+                promote_s(pb, j);
+                if (j + 2 < 2 * DB)
+                    issue_s(pb, j + 2);
             }
         }
 
@@ -346,10 +370,13 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
 
         // P to E4M3 (const: scale 2^0, the -8 at the promotion; dynamic: the
-        // rceil rule per row and 32 keys) and O += P V block by block
+        // rceil rule per row and 32 keys), as the A fragments of the four
+        // blocks; then O += P V, eight products (four blocks of keys, each
+        // in two halves of D) through two partials as above
+        uint32_t af[BN / 32][4];
+        float pscale[BN / 32][2];
 #pragma unroll
         for (int kb = 0; kb < BN / 32; kb++) {
-            float pscale[2];
             uint32_t code[16];
 #pragma unroll
             for (int hh = 0; hh < 2; hh++) {
@@ -377,38 +404,57 @@ __global__ void __launch_bounds__(THREADS, 1)
                     code[4 * q + 2 * hh + 1] = two >> 8;
                 }
                 const int pexp = (int)rule.scale - 127 - 8;
-                pscale[hh] = rule.scale == 0xFFu ? __uint_as_float(NAN_BITS)
-                             : pexp >= -126      ? __uint_as_float((uint32_t)(pexp + 127) << 23)
-                                                 : __uint_as_float(1u << (pexp + 149));
+                pscale[kb][hh] = rule.scale == 0xFFu ? __uint_as_float(NAN_BITS)
+                                 : pexp >= -126      ? __uint_as_float((uint32_t)(pexp + 127) << 23)
+                                                     : __uint_as_float(1u << (pexp + 149));
             }
             // A fragment: rows g and g + 8, columns 4t .. 4t + 3 and 16 + 4t ..
-            const uint32_t af[4] = {
-                code[0] | code[1] << 8 | code[4] << 16 | code[5] << 24,
-                code[2] | code[3] << 8 | code[6] << 16 | code[7] << 24,
-                code[8] | code[9] << 8 | code[12] << 16 | code[13] << 24,
-                code[10] | code[11] << 8 | code[14] << 16 | code[15] << 24,
-            };
+            af[kb][0] = code[0] | code[1] << 8 | code[4] << 16 | code[5] << 24;
+            af[kb][1] = code[2] | code[3] << 8 | code[6] << 16 | code[7] << 24;
+            af[kb][2] = code[8] | code[9] << 8 | code[12] << 16 | code[13] << 24;
+            af[kb][3] = code[10] | code[11] << 8 | code[14] << 16 | code[15] << 24;
+        }
+        // product j: block j / 2 of keys, columns 64 (j % 2) .. + 63 of V (V^T rows 1024-byte atoms apart)
+        auto issue_pv = [&](float(&p)[32], int j) {
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-            wgmma_k32_rs(part, af, desc_sw128(st.vt + kb * 32));
+            wgmma_k32_rs_n64(p, af[j / 2], desc_sw128(st.vt + (j % 2) * 64 * BN + (j / 2) * 32));
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-            fence_regs(part);
+        };
+        auto promote_pv = [&](float(&p)[32], int j) {
+            const int kb = j / 2, hf = j % 2;
             const int64_t kb0 = c0 + 32 * kb;
             const bool use[2] = {vis[0] && kb0 < sq.lk && kb0 <= lim[0], vis[1] && kb0 < sq.lk && kb0 <= lim[1]};
+            fence_regs(p);
 #pragma unroll
-            for (int j2 = 0; j2 < 8; j2++) {
-                const float4 vq = *reinterpret_cast<const float4 *>(&st.vs[kb][16 * j2 + 4 * t]);
+            for (int j2 = 0; j2 < 4; j2++) {
+                const float4 vq = *reinterpret_cast<const float4 *>(&st.vs[kb][16 * (4 * hf + j2) + 4 * t]);
                 const float vsc[4] = {vq.x, vq.y, vq.z, vq.w};
 #pragma unroll
-                for (int hj = 0; hj < 2; hj++) {
-                    const int j = 2 * j2 + hj;
+                for (int hj = 0; hj < 2; hj++)
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
-                        const int hh = e / 2, i = 4 * j + e;
+                        const int hh = e / 2, i = 4 * (2 * j2 + hj) + e, I = 32 * hf + i;
                         if (use[hh])
-                            o[i] = promote_exact(part[i], pscale[hh], vsc[2 * hj + e % 2], o[i]);
+                            o[I] = promote_exact(p[i], pscale[kb][hh], vsc[2 * hj + e % 2], o[I]);
                     }
-                }
+            }
+        };
+        issue_pv(pa, 0);
+        issue_pv(pb, 1);
+#pragma unroll
+        for (int j = 0; j < 2 * (BN / 32); j++) {
+            if (j + 1 < 2 * (BN / 32))
+                asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+            else
+                asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            if (j % 2 == 0) {
+                promote_pv(pa, j);
+                if (j + 2 < 2 * (BN / 32))
+                    issue_pv(pa, j + 2);
+            } else {
+                promote_pv(pb, j);
+                if (j + 2 < 2 * (BN / 32))
+                    issue_pv(pb, j + 2);
             }
         }
         bar_arrive(&sh.empty[s]); // this thread is done with the stage
