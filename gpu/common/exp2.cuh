@@ -18,15 +18,12 @@ __device__ __forceinline__ float mx_exp2(float xf)
         return __uint_as_float(0x7F800000u);
     if (x > 0xC2FC0000u) // x < -126 (and -Inf)
         return 0.0f;
-    // n = floor(x + 1/2) from the bits (fixed point with 24 fraction bits)
-    const int e = (int)((x >> 23) & 0xFFu) - 127;
-    int32_t n = 0;
-    if (e >= -1) {
-        int64_t fixed = (int64_t)((x & 0x7FFFFFu) | 0x800000u) << (e + 1);
-        if (x >> 31)
-            fixed = -fixed;
-        n = (int32_t)((fixed + ((int64_t)1 << 23)) >> 24);
-    }
+    // n = floor(x + 1/2), 0 for |x| < 1/2 (the reference takes it from the
+    // bits as a fixed-point number). For |x| >= 1/2 the fp32 sum x + 1/2 is
+    // exact, or rounds without reaching the next integer, so its floor is
+    // that n: a C transliteration of these lines gave mxfa_exp2's bits for
+    // all 2^32 inputs. (Below 1/2 the sum can round up to 1.)
+    const int32_t n = fabsf(xf) >= 0.5f ? __float2int_rd(__fadd_rn(xf, 0.5f)) : 0;
     const float f = __fsub_rn(xf, __int2float_rn(n));
     float p = __uint_as_float(0x39222000u);
     p = __fmaf_rn(p, f, __uint_as_float(0x3AAFA460u));
