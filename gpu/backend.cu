@@ -341,8 +341,8 @@ mxfa_status attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_n
     if (p->model != MXFA_MODEL_SM90_FP8)
         return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend computes the sm90-fp8 model only (use the "
                     "cpu or ref backend for the others)");
-    if (q->shape[2] != 128)
-        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend's kernel takes D = 128 only so far "
+    if (q->shape[2] != 64 && q->shape[2] != 128)
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend's kernel takes D = 64 and 128 so far "
                     "(got %lld)", (long long)q->shape[2]);
     if (p->block_m != 128 || p->block_n != 128)
         return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend's kernel has the geometry 128 x 128 "

@@ -438,7 +438,7 @@ static void fill_normal(buf *b, mxfa_dtype dt, int64_t rows, int64_t cols, int l
         }
 }
 
-/* The forward pass under sm90-fp8 (D = 128, the kernel's 128 x 128
+/* The forward pass under sm90-fp8 (D = 64 and 128, the kernel's 128 x 128
  * geometry): jagged batches with empty and ragged sequences, GQA, no mask or
  * the plain causal one, const and dynamic P, every preset, fp32 and bf16 in
  * and out; O and LSE byte for byte against the cpu backend, which
@@ -446,7 +446,7 @@ static void fill_normal(buf *b, mxfa_dtype dt, int64_t rows, int64_t cols, int l
  * emulation would take minutes at these sizes). */
 static int attn_case(int trial, int device, char *what, size_t what_len)
 {
-    const int64_t d = 128;
+    const int64_t d = rng_below(2) ? 128 : 64;
     const int batch = 1 + (int)rng_below(3), hkv = 1 + (int)rng_below(2), group = 1 + (int)rng_below(3);
     const int64_t hq = hkv * group;
     int32_t cq[4] = {0}, ck[4] = {0};
@@ -470,9 +470,9 @@ static int attn_case(int trial, int device, char *what, size_t what_len)
     const mxfa_dtype in = rng_below(2) ? MXFA_BF16 : MXFA_F32, out = rng_below(2) ? MXFA_BF16 : MXFA_F32;
     const int loud = rng_below(3) == 0 ? (int)rng_below((uint32_t)d) : -1;
     snprintf(what, what_len,
-             "trial %d: %d sequences q (%d, %d, %d) k (%d, %d, %d), Hq %lld, Hkv %d, %s, %s P, %s, %s in, %s out, "
-             "%s memory",
-             trial, batch, cq[1] - cq[0], cq[2] - cq[1], cq[3] - cq[2], ck[1] - ck[0], ck[2] - ck[1], ck[3] - ck[2],
+             "trial %d: D %lld, %d sequences q (%d, %d, %d) k (%d, %d, %d), Hq %lld, Hkv %d, %s, %s P, %s, %s in, "
+             "%s out, %s memory",
+             trial, (long long)d, batch, cq[1] - cq[0], cq[2] - cq[1], cq[3] - cq[2], ck[1] - ck[0], ck[2] - ck[1], ck[3] - ck[2],
              (long long)hq, hkv, p.causal ? "causal-plain" : "no mask", p.p_scale ? "dynamic" : "const",
              mxfa_preset_name(p.preset), mxfa_dtype_name(in), mxfa_dtype_name(out), device ? "device" : "host");
     const size_t es = mxfa_dtype_size(in), os = mxfa_dtype_size(out);
@@ -708,7 +708,7 @@ int main(void)
     run_cases("wide swizzle, unswizzle, scatter, gather and transposes", wide_layout_case, 40);
     if (gpu_is_hopper()) {
         run_cases("gemm under sm90-fp8 and sm90-bf16", gemm_case, 80);
-        run_cases_against("attention forward under sm90-fp8 (D = 128)", attn_case, 24, "the cpu backend's");
+        run_cases_against("attention forward under sm90-fp8 (D = 64, 128)", attn_case, 32, "the cpu backend's");
         big_gemm(MXFA_MODEL_SM90_FP8);
         big_gemm(MXFA_MODEL_SM90_BF16);
     } else {

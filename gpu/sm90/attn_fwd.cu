@@ -23,9 +23,10 @@
 // reference adds them), P quantized in registers, and O += P V block by
 // block (wgmma k32 with P from registers, then the promotion).
 //
-// This first version takes D = 128, the plain causal mask or none, const
-// or dynamic P; the backend refuses the rest. It waits for every wgmma
-// before the next: correctness first (BENCHMARKS.md has its speed).
+// It takes D = 64 (Q and K in 64-byte swizzle) and 128, the plain causal
+// mask or none, const or dynamic P; the backend refuses the rest. S and
+// P * V go as m64n64k32 products through two partials, one promoted while
+// the next runs; the row sums still stop each warpgroup once a tile.
 #include "exp2.cuh"
 #include "hopper.cuh"
 #include "mx.cuh"
@@ -36,7 +37,7 @@ namespace {
 
 using namespace sm90;
 
-constexpr int BM = 128, BN = 128, D = 128, DB = D / 32, STAGES = 2;
+constexpr int BM = 128, BN = 128, STAGES = 2;
 constexpr int CONSUMERS = 2, THREADS = (CONSUMERS + 1) * 128;
 
 // One sequence of the batch: where its tokens are in the caller's tensors,
@@ -57,16 +58,18 @@ __host__ __device__ constexpr int key_of_column(int f)
     return (f / 16) * 16 + 8 * ((f % 4) / 2) + 2 * ((f % 16) / 4) + f % 2;
 }
 
-struct kv_stage {
-    uint8_t k[BN * D];   // 128 keys x 128 bytes, 128-byte swizzle
+template <int D> struct kv_stage {
+    static constexpr int DB = D / 32;
+    uint8_t k[BN * D];   // 128 keys x D bytes, D-byte swizzle
     uint8_t vt[D * BN];  // 128 columns of V x 128 keys, 128-byte swizzle
     float ks[DB][BN];    // K's scales per block of D, scale_pos_b order over the keys
     float vs[BN / 32][D]; // V's scales per block of keys, scale_pos_b order over D
 };
 
-struct __align__(1024) attn_shared {
+template <int D> struct __align__(1024) attn_shared {
+    static constexpr int DB = D / 32;
     uint8_t q[BM * D];
-    kv_stage st[STAGES];
+    kv_stage<D> st[STAGES];
     float qs[DB][BM];              // Q's scales per block of D, scale_pos_a order over the rows
     float psum[CONSUMERS][64][BN + 1]; // a tile's P, a row per query (+1 against bank conflicts)
     float alpha[CONSUMERS][64];
@@ -74,9 +77,10 @@ struct __align__(1024) attn_shared {
     float l_final[CONSUMERS][64];
     uint64_t q_full, full[STAGES], empty[STAGES];
 };
-static_assert(sizeof(kv_stage) % 1024 == 0, "stages stay 1024-byte aligned");
+static_assert(sizeof(kv_stage<64>) % 1024 == 0 && sizeof(kv_stage<128>) % 1024 == 0,
+              "stages stay 1024-byte aligned");
 
-constexpr size_t SMEM_BYTES = sizeof(attn_shared) + 1024;
+template <int D> constexpr size_t SMEM_BYTES = sizeof(attn_shared<D>) + 1024;
 
 // ---- packing (before the kernel) ----
 
@@ -96,9 +100,11 @@ __device__ __forceinline__ int64_t unpack_row(const seq_info *seqs, int batch, b
 // quantization's output) to codes [H][rows][D] and float scales
 // [H][D / 32][rows] (scale_pos_a or _b order within each 128 rows). A thread
 // per packed row; grid x over the rows / 128, y over the heads.
+template <int D>
 __global__ void pack_rows(const uint8_t *codes, const uint8_t *scales, int64_t tokens, const seq_info *seqs, int batch,
                           bool keys, uint8_t *out, float *out_scales, int64_t rows)
 {
+    constexpr int DB = D / 32;
     const int64_t p = (int64_t)blockIdx.x * 128 + threadIdx.x, h = blockIdx.y;
     int64_t token = 0;
     const bool real = unpack_row(seqs, batch, keys, p, &token) >= 0;
@@ -120,6 +126,7 @@ __global__ void pack_rows(const uint8_t *codes, const uint8_t *scales, int64_t t
 // zeros past a sequence's end) and float scales [H][rows / 32][D]
 // (scale_pos_b order over D). A block per 32 packed keys, a thread per
 // column of V; grid y over the heads.
+template <int D>
 __global__ void pack_v(const uint8_t *codes, const uint8_t *scales, int64_t tokens, int64_t vblocks,
                        const seq_info *seqs, int batch, uint8_t *out, float *out_scales, int64_t rows)
 {
@@ -184,6 +191,7 @@ struct attn_out {
     int64_t ls0, ls1;
 };
 
+template <int D>
 __global__ void __launch_bounds__(THREADS, 1)
     attn_fwd_sm90(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                   const __grid_constant__ CUtensorMap map_vt, const __grid_constant__ CUtensorMap map_qs,
@@ -192,8 +200,11 @@ __global__ void __launch_bounds__(THREADS, 1)
                   bool p_dynamic, attn_out out)
 {
 #ifdef MXFA_SM90_CODE
+    constexpr int DB = D / 32, DH = D / 64; // blocks of D; halves of 64 columns of O
     extern __shared__ uint8_t raw[];
-    attn_shared &sh = aligned_shared<attn_shared>(raw);
+    attn_shared<D> &sh = aligned_shared<attn_shared<D>>(raw);
+    // Q and K rows of D bytes in D-byte swizzle
+    auto desc_qk = [](const uint8_t *ptr) { return D == 128 ? desc_sw128(ptr) : desc_sw64(ptr); };
     const int tile = (int)blockIdx.x, h = (int)blockIdx.y, hk = h / group;
     const int b = last_at_or_below(batch, tile, [&](int s) { return seqs[s].first_tile; });
     const seq_info sq = seqs[b];
@@ -221,7 +232,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 if (kt >= STAGES)
                     bar_wait(&sh.empty[s], phase ^ 1);
                 const int64_t key = sq.k_off + (int64_t)kt * BN;
-                kv_stage &st = sh.st[s];
+                kv_stage<D> &st = sh.st[s];
                 bar_expect(&sh.full[s], sizeof st);
                 tma_load(st.k, &map_k, 0, (int)(hk * k_rows + key), &sh.full[s]);
                 tma_load(st.vt, &map_vt, (int)key, hk * D, &sh.full[s]);
@@ -244,9 +255,9 @@ __global__ void __launch_bounds__(THREADS, 1)
         lim[hh] = causal ? i + sq.lk - sq.lq : sq.lk - 1;
     }
     float m[2] = {NEG_INF, NEG_INF}, l = 0.0f; // l: row `tid` of the warpgroup (tid < 64)
-    float o[64];
+    float o[D / 2];
 #pragma unroll
-    for (int i = 0; i < 64; i++)
+    for (int i = 0; i < D / 2; i++)
         o[i] = 0.0f;
     const fp8_fmt f8 = fp8_e4m3();
     const uint32_t wg_bar = 1 + wg;
@@ -255,7 +266,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int kt = 0, s = 0, phase = 0; kt < nkt; kt++) {
         const int64_t c0 = (int64_t)kt * BN;
         bar_wait(&sh.full[s], phase);
-        const kv_stage &st = sh.st[s];
+        const kv_stage<D> &st = sh.st[s];
 
         // S = Q K^T block by block, promoted exactly. Eight products (four
         // blocks of D, each in two halves of 64 keys) go through two
@@ -267,8 +278,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         // product j: block j / 2 of D, keys 64 (j % 2) .. + 63 (K rows 1024-byte atoms apart)
         auto issue_s = [&](float(&p)[32], int j) {
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-            wgmma_k32_n64(p, desc_sw128(sh.q + wg * 64 * D + (j / 2) * 32),
-                          desc_sw128(st.k + (j % 2) * 64 * D + (j / 2) * 32));
+            wgmma_k32_n64(p, desc_qk(sh.q + wg * 64 * D + (j / 2) * 32), desc_qk(st.k + (j % 2) * 64 * D + (j / 2) * 32));
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         };
         auto promote_s = [&](float(&p)[32], int j) {
@@ -338,13 +348,13 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
         }
 #pragma unroll
-        for (int i = 0; i < 64; i++) {
-            const int hh = (i / 2) % 2;
-            if (grew[hh])
-                o[i] = __fmul_rn(o[i], alpha[hh]);
-            // P = exp2((x - m) + 8), in [0, 256]
-            x[i] = x[i] == NEG_INF ? 0.0f : mx_exp2(__fadd_rn(__fsub_rn(x[i], m[hh]), 8.0f));
-        }
+        for (int i = 0; i < D / 2; i++)
+            if (grew[(i / 2) % 2])
+                o[i] = __fmul_rn(o[i], alpha[(i / 2) % 2]);
+        // P = exp2((x - m) + 8), in [0, 256]
+#pragma unroll
+        for (int i = 0; i < 64; i++)
+            x[i] = x[i] == NEG_INF ? 0.0f : mx_exp2(__fadd_rn(__fsub_rn(x[i], m[(i / 2) % 2]), 8.0f));
 
         // l: the tile's P of a row added in key order by one thread, as the reference does
         named_sync(wg_bar, 128); // the previous tile's sums are done with psum
@@ -371,8 +381,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 
         // P to E4M3 (const: scale 2^0, the -8 at the promotion; dynamic: the
         // rceil rule per row and 32 keys), as the A fragments of the four
-        // blocks; then O += P V, eight products (four blocks of keys, each
-        // in two halves of D) through two partials as above
+        // blocks; then O += P V, a product per block of keys and half of D,
+        // through two partials as above
         uint32_t af[BN / 32][4];
         float pscale[BN / 32][2];
 #pragma unroll
@@ -414,14 +424,14 @@ __global__ void __launch_bounds__(THREADS, 1)
             af[kb][2] = code[8] | code[9] << 8 | code[12] << 16 | code[13] << 24;
             af[kb][3] = code[10] | code[11] << 8 | code[14] << 16 | code[15] << 24;
         }
-        // product j: block j / 2 of keys, columns 64 (j % 2) .. + 63 of V (V^T rows 1024-byte atoms apart)
+        // product j: block j / DH of keys, columns 64 (j % DH) .. + 63 of V (V^T rows 1024-byte atoms apart)
         auto issue_pv = [&](float(&p)[32], int j) {
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-            wgmma_k32_rs_n64(p, af[j / 2], desc_sw128(st.vt + (j % 2) * 64 * BN + (j / 2) * 32));
+            wgmma_k32_rs_n64(p, af[j / DH], desc_sw128(st.vt + (j % DH) * 64 * BN + (j / DH) * 32));
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         };
         auto promote_pv = [&](float(&p)[32], int j) {
-            const int kb = j / 2, hf = j % 2;
+            const int kb = j / DH, hf = j % DH;
             const int64_t kb0 = c0 + 32 * kb;
             const bool use[2] = {vis[0] && kb0 < sq.lk && kb0 <= lim[0], vis[1] && kb0 < sq.lk && kb0 <= lim[1]};
             fence_regs(p);
@@ -439,21 +449,22 @@ __global__ void __launch_bounds__(THREADS, 1)
                     }
             }
         };
+        constexpr int NPV = (BN / 32) * DH;
         issue_pv(pa, 0);
         issue_pv(pb, 1);
 #pragma unroll
-        for (int j = 0; j < 2 * (BN / 32); j++) {
-            if (j + 1 < 2 * (BN / 32))
+        for (int j = 0; j < NPV; j++) {
+            if (j + 1 < NPV)
                 asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
             else
                 asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
             if (j % 2 == 0) {
                 promote_pv(pa, j);
-                if (j + 2 < 2 * (BN / 32))
+                if (j + 2 < NPV)
                     issue_pv(pa, j + 2);
             } else {
                 promote_pv(pb, j);
-                if (j + 2 < 2 * (BN / 32))
+                if (j + 2 < NPV)
                     issue_pv(pb, j + 2);
             }
         }
@@ -475,7 +486,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         const float lr = sh.l_final[wg][local[hh]];
         const bool any = lr != 0.0f || lr != lr;
         const int64_t token = sq.q0 + i;
-        for (int jj = 0; jj < 16; jj++)
+        for (int jj = 0; jj < D / 8; jj++)
             for (int e = 0; e < 2; e++) {
                 const int idx = 4 * jj + 2 * hh + e, col = 8 * jj + 2 * t + e;
                 const float v = any ? __fdiv_rn(o[idx], lr) : 0.0f;
@@ -496,8 +507,9 @@ __global__ void __launch_bounds__(THREADS, 1)
 
 // ---- host side ----
 
-cudaError_t launch_attn_fwd_sm90(const attn_fwd_args &a, cudaStream_t stream)
+template <int D> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_t stream)
 {
+    constexpr int DB = D / 32;
     const int64_t tq = a.q.n0, tk = a.k.n0, hq = a.q.n1, hkv = a.k.n1;
     const int batch = a.batch;
     seq_info *seqs = static_cast<seq_info *>(malloc(sizeof(seq_info) * (size_t)batch));
@@ -576,12 +588,12 @@ cudaError_t launch_attn_fwd_sm90(const attn_fwd_args &a, cudaStream_t stream)
     free(vsegs);
     if (e != cudaSuccess)
         return e;
-    pack_rows<<<dim3((unsigned)(q_rows / 128), (unsigned)hq), 128, 0, stream>>>(qc, qsb, tq, dseqs, batch, false, qp,
+    pack_rows<D><<<dim3((unsigned)(q_rows / 128), (unsigned)hq), 128, 0, stream>>>(qc, qsb, tq, dseqs, batch, false, qp,
                                                                                 qf, q_rows);
     if (tk > 0) {
-        pack_rows<<<dim3((unsigned)(k_rows / 128), (unsigned)hkv), 128, 0, stream>>>(kc, ksb, tk, dseqs, batch, true,
+        pack_rows<D><<<dim3((unsigned)(k_rows / 128), (unsigned)hkv), 128, 0, stream>>>(kc, ksb, tk, dseqs, batch, true,
                                                                                      kp, kf, k_rows);
-        pack_v<<<dim3((unsigned)(k_rows / 32), (unsigned)hkv), D, 0, stream>>>(vc, vsb, tk, vblocks, dseqs, batch, vt,
+        pack_v<D><<<dim3((unsigned)(k_rows / 32), (unsigned)hkv), D, 0, stream>>>(vc, vsb, tk, vblocks, dseqs, batch, vt,
                                                                               vf, k_rows);
     }
     if ((e = cudaGetLastError()) != cudaSuccess)
@@ -589,10 +601,11 @@ cudaError_t launch_attn_fwd_sm90(const attn_fwd_args &a, cudaStream_t stream)
 
     CUtensorMap maps[6];
     memset(maps, 0, sizeof maps);
+    const CUtensorMapSwizzle qk_swizzle = D == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
     if ((e = tensor_map(&maps[0], CU_TENSOR_MAP_DATA_TYPE_UINT8, qp, D, (uint64_t)(hq * q_rows), D, D, BM,
-                        CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
+                        qk_swizzle)) != cudaSuccess ||
         (e = tensor_map(&maps[1], CU_TENSOR_MAP_DATA_TYPE_UINT8, kp, D, (uint64_t)(hkv * k_rows), D, D, BN,
-                        CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
+                        qk_swizzle)) != cudaSuccess ||
         (e = tensor_map(&maps[2], CU_TENSOR_MAP_DATA_TYPE_UINT8, vt, (uint64_t)k_rows, (uint64_t)(hkv * D),
                         (uint64_t)k_rows, BN, D, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
         (e = tensor_map(&maps[3], CU_TENSOR_MAP_DATA_TYPE_FLOAT32, qf, (uint64_t)q_rows, (uint64_t)(hq * DB),
@@ -603,7 +616,7 @@ cudaError_t launch_attn_fwd_sm90(const attn_fwd_args &a, cudaStream_t stream)
                         BN / 32, CU_TENSOR_MAP_SWIZZLE_NONE)) != cudaSuccess)
         return e;
     static const cudaError_t attr =
-        cudaFuncSetAttribute(attn_fwd_sm90, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+        cudaFuncSetAttribute(attn_fwd_sm90<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES<D>);
     if (attr != cudaSuccess)
         return attr;
     const uint32_t log2e_bits = 0x3FB8AA3Bu; // fl(log2 e)
@@ -611,10 +624,19 @@ cudaError_t launch_attn_fwd_sm90(const attn_fwd_args &a, cudaStream_t stream)
     memcpy(&log2e, &log2e_bits, 4);
     const float c = a.softmax_scale * log2e; // one fp32 product, as the reference computes it
     const attn_out out = {a.o.base, a.o.s0, a.o.s1, a.o.s2, a.o.dtype == MXFA_BF16, a.lse, a.ls0, a.ls1};
-    attn_fwd_sm90<<<dim3((unsigned)tiles, (unsigned)hq), THREADS, SMEM_BYTES, stream>>>(
+    attn_fwd_sm90<D><<<dim3((unsigned)tiles, (unsigned)hq), THREADS, SMEM_BYTES<D>, stream>>>(
         maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], dseqs, batch, (int)(hq / hkv), q_rows, k_rows, c,
         a.causal, a.p_dynamic, out);
     return cudaGetLastError();
+}
+
+cudaError_t launch_attn_fwd_sm90(const attn_fwd_args &a, cudaStream_t stream)
+{
+    switch (a.q.n2) {
+    case 64: return launch_attn_fwd<64>(a, stream);
+    case 128: return launch_attn_fwd<128>(a, stream);
+    }
+    return cudaErrorInvalidValue; // the backend refuses other head dims first
 }
 
 } // namespace mxfa_gpu

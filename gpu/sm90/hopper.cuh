@@ -109,6 +109,14 @@ __device__ __forceinline__ void named_sync(uint32_t id, uint32_t count)
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 
+// The same for rows of 64 bytes in 64-byte swizzle: 8-row atoms of 512
+// bytes.
+__device__ __forceinline__ uint64_t desc_sw64(const void *p)
+{
+    return (uint64_t)((smem_addr(p) & 0x3FFFF) >> 4) | (uint64_t)1 << 16 | (uint64_t)(512 >> 4) << 32 |
+           (uint64_t)2 << 62;
+}
+
 // Registers the asynchronous wgmma writes: nothing that reads them may be
 // moved above the wait (the empty asm, after it, ties each one to it).
 template <int N> __device__ __forceinline__ void fence_regs(float (&d)[N])
