@@ -347,9 +347,6 @@ mxfa_status attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_n
     if (p->block_m != 128 || p->block_n != 128)
         return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend's kernel has the geometry 128 x 128 "
                     "(got block_m %d, block_n %d)", p->block_m, p->block_n);
-    if (p->causal == MXFA_CAUSAL)
-        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend does not do the leak-free causal mask yet "
-                    "(the plain one, causal-plain, it does)");
     int major = 0;
     cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
                                            static_cast<cuda_state *>(ctx->state)->device);
@@ -372,7 +369,8 @@ mxfa_status attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_n
     a.lse = lse ? static_cast<float *>(lv.base) : nullptr;
     a.ls0 = lse ? lv.stride[0] : 0, a.ls1 = lse ? lv.stride[1] : 0;
     a.cu_q = cu_q, a.cu_k = cu_k, a.batch = batch, a.preset = (int)p->preset;
-    a.causal = p->causal != MXFA_CAUSAL_NONE, a.p_dynamic = p->p_scale == MXFA_P_DYNAMIC;
+    a.causal = p->causal != MXFA_CAUSAL_NONE, a.leak_free = p->causal == MXFA_CAUSAL;
+    a.p_dynamic = p->p_scale == MXFA_P_DYNAMIC;
     a.softmax_scale = p->softmax_scale;
     return c.finish(launch_attn_fwd_sm90(a, c.stream()));
 }

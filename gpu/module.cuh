@@ -64,7 +64,7 @@ struct attn_fwd_args {
     int64_t ls0, ls1;
     const int32_t *cu_q, *cu_k;
     int batch, preset;
-    bool causal, p_dynamic;
+    bool causal, leak_free, p_dynamic; // leak_free: the causal mask without V scales across the diagonal
     float softmax_scale;
 };
 cudaError_t launch_attn_fwd_sm90(const attn_fwd_args &a, cudaStream_t stream);

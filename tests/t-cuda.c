@@ -439,8 +439,8 @@ static void fill_normal(buf *b, mxfa_dtype dt, int64_t rows, int64_t cols, int l
 }
 
 /* The forward pass under sm90-fp8 (D = 64 and 128, the kernel's 128 x 128
- * geometry): jagged batches with empty and ragged sequences, GQA, no mask or
- * the plain causal one, const and dynamic P, every preset, fp32 and bf16 in
+ * geometry): jagged batches with empty and ragged sequences, GQA, no mask,
+ * the leak-free causal mask and the plain one, const and dynamic P, every preset, fp32 and bf16 in
  * and out; O and LSE byte for byte against the cpu backend, which
  * tests/t-cpu holds to ref bit for bit under every model (ref's exact
  * emulation would take minutes at these sizes). */
@@ -466,14 +466,14 @@ static int attn_case(int trial, int device, char *what, size_t what_len)
     p.model = MXFA_MODEL_SM90_FP8;
     p.preset = (mxfa_preset)rng_below(4);
     p.p_scale = rng_below(2) ? MXFA_P_DYNAMIC : MXFA_P_CONST;
-    p.causal = rng_below(2) ? MXFA_CAUSAL_PLAIN : MXFA_CAUSAL_NONE;
+    p.causal = (mxfa_causal)rng_below(3); /* none, leak-free, plain */
     const mxfa_dtype in = rng_below(2) ? MXFA_BF16 : MXFA_F32, out = rng_below(2) ? MXFA_BF16 : MXFA_F32;
     const int loud = rng_below(3) == 0 ? (int)rng_below((uint32_t)d) : -1;
     snprintf(what, what_len,
              "trial %d: D %lld, %d sequences q (%d, %d, %d) k (%d, %d, %d), Hq %lld, Hkv %d, %s, %s P, %s, %s in, "
              "%s out, %s memory",
              trial, (long long)d, batch, cq[1] - cq[0], cq[2] - cq[1], cq[3] - cq[2], ck[1] - ck[0], ck[2] - ck[1], ck[3] - ck[2],
-             (long long)hq, hkv, p.causal ? "causal-plain" : "no mask", p.p_scale ? "dynamic" : "const",
+             (long long)hq, hkv, p.causal == MXFA_CAUSAL ? "causal" : p.causal ? "causal-plain" : "no mask", p.p_scale ? "dynamic" : "const",
              mxfa_preset_name(p.preset), mxfa_dtype_name(in), mxfa_dtype_name(out), device ? "device" : "host");
     const size_t es = mxfa_dtype_size(in), os = mxfa_dtype_size(out);
     buf q = buf_new((size_t)(tq * hq * d) * es, 0), k = buf_new((size_t)(tk * hkv * d) * es, 0),

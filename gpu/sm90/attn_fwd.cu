@@ -23,8 +23,10 @@
 // reference adds them), P quantized in registers, and O += P V block by
 // block (wgmma k32 with P from registers, then the promotion).
 //
-// It takes D = 64 (Q and K in 64-byte swizzle) and 128, the plain causal
-// mask or none, const or dynamic P; the backend refuses the rest. S and
+// It takes D = 64 (Q and K in 64-byte swizzle) and 128, no mask, the plain
+// causal mask or the leak-free one (whose diagonal blocks take P / 256 and
+// V in bf16, two wgmma k16 steps on O itself, as the reference does), const
+// or dynamic P; the backend refuses the rest. S and
 // P * V go as m64n64k32 products through two partials, one promoted while
 // the next runs; the row sums still stop each warpgroup once a tile.
 #include "exp2.cuh"
@@ -66,7 +68,9 @@ template <int D> struct kv_stage {
     float vs[BN / 32][D]; // V's scales per block of keys, scale_pos_b order over D
 };
 
-template <int D> struct __align__(1024) attn_shared {
+// LEAK: the leak-free causal mask, whose diagonal blocks take P * V in
+// bf16; their V comes in as bf16 panels of 64 keys (128 bytes) x D.
+template <int D, bool LEAK> struct __align__(1024) attn_shared {
     static constexpr int DB = D / 32;
     uint8_t q[BM * D];
     kv_stage<D> st[STAGES];
@@ -76,11 +80,12 @@ template <int D> struct __align__(1024) attn_shared {
     int flags[CONSUMERS][64]; // 1: the row sees a key of the tile; 2: its max grew
     float l_final[CONSUMERS][64];
     uint64_t q_full, full[STAGES], empty[STAGES];
+    alignas(1024) uint16_t vbf[LEAK ? STAGES : 1][2][LEAK ? D * 64 : 8];
 };
 static_assert(sizeof(kv_stage<64>) % 1024 == 0 && sizeof(kv_stage<128>) % 1024 == 0,
               "stages stay 1024-byte aligned");
 
-template <int D> constexpr size_t SMEM_BYTES = sizeof(attn_shared<D>) + 1024;
+template <int D, bool LEAK> constexpr size_t SMEM_BYTES = sizeof(attn_shared<D, LEAK>) + 1024;
 
 // ---- packing (before the kernel) ----
 
@@ -149,6 +154,30 @@ __global__ void pack_v(const uint8_t *codes, const uint8_t *scales, int64_t toke
         s == 0xFF ? __uint_as_float(NAN_BITS) : s == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(s << 23);
 }
 
+// V as bf16 for the leak-free mask's diagonal blocks: V^T [H][D][rows]
+// (keys in their own order, zeros past a sequence's end), each value the
+// input's rounded to nearest even. A block per 32 packed keys, a thread per
+// column; grid y over the heads.
+template <int D>
+__global__ void pack_v_bf16(nd3 v, const seq_info *seqs, int batch, uint16_t *out, int64_t rows)
+{
+    const int64_t p0 = (int64_t)blockIdx.x * 32, h = blockIdx.y;
+    const int e = (int)threadIdx.x;
+    uint32_t w[16] = {};
+    for (int j = 0; j < 32; j++) {
+        int64_t token;
+        if (unpack_row(seqs, batch, true, p0 + j, &token) < 0)
+            continue;
+        const int64_t at = token * v.s0 + h * v.s1 + (int64_t)e * v.s2;
+        const uint32_t bf = v.dtype == MXFA_BF16 ? reinterpret_cast<const uint16_t *>(v.base)[at]
+                                                 : f32_to_bf16(reinterpret_cast<const uint32_t *>(v.base)[at]);
+        w[j / 2] |= bf << (16 * (j % 2));
+    }
+    uint4 *dst = reinterpret_cast<uint4 *>(out + (h * D + e) * rows + p0);
+    for (int i = 0; i < 4; i++)
+        dst[i] = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+}
+
 // ---- the kernel ----
 
 #ifdef MXFA_SM90_CODE
@@ -191,18 +220,19 @@ struct attn_out {
     int64_t ls0, ls1;
 };
 
-template <int D>
+template <int D, bool LEAK>
 __global__ void __launch_bounds__(THREADS, 1)
     attn_fwd_sm90(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                   const __grid_constant__ CUtensorMap map_vt, const __grid_constant__ CUtensorMap map_qs,
                   const __grid_constant__ CUtensorMap map_ks, const __grid_constant__ CUtensorMap map_vs,
+                  const __grid_constant__ CUtensorMap map_vbf,
                   const seq_info *seqs, int batch, int group, int64_t q_rows, int64_t k_rows, float c, bool causal,
                   bool p_dynamic, attn_out out)
 {
 #ifdef MXFA_SM90_CODE
     constexpr int DB = D / 32, DH = D / 64; // blocks of D; halves of 64 columns of O
     extern __shared__ uint8_t raw[];
-    attn_shared<D> &sh = aligned_shared<attn_shared<D>>(raw);
+    attn_shared<D, LEAK> &sh = aligned_shared<attn_shared<D, LEAK>>(raw);
     // Q and K rows of D bytes in D-byte swizzle
     auto desc_qk = [](const uint8_t *ptr) { return D == 128 ? desc_sw128(ptr) : desc_sw64(ptr); };
     const int tile = (int)blockIdx.x, h = (int)blockIdx.y, hk = h / group;
@@ -214,6 +244,20 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int64_t lim_last = causal ? r0 + nr - 1 + sq.lk - sq.lq : sq.lk - 1;
     int64_t visible = lim_last + 1 < sq.lk ? lim_last + 1 : sq.lk;
     const int nkt = visible <= 0 ? 0 : (int)((visible + BN - 1) / BN);
+    // leak-free: a block that some row of the query tile sees only in part
+    // (the tile's first row sees less than all of it, its last row some of
+    // it) is multiplied in bf16, so that no V scale spans the diagonal
+    const int64_t lim_first = causal ? r0 + sq.lk - sq.lq : sq.lk - 1;
+    auto diagonal = [&](int64_t kb0) {
+        const int64_t klast = kb0 + 31 < sq.lk - 1 ? kb0 + 31 : sq.lk - 1;
+        return LEAK && kb0 < sq.lk && lim_first < klast && lim_last >= kb0;
+    };
+    auto tile_diagonal = [&](int64_t c0) {
+        bool any = false;
+        for (int kb = 0; kb < BN / 32; kb++)
+            any |= diagonal(c0 + 32 * kb);
+        return any;
+    };
 
     if (threadIdx.x == 0) {
         bar_init(&sh.q_full, 1);
@@ -233,7 +277,12 @@ __global__ void __launch_bounds__(THREADS, 1)
                     bar_wait(&sh.empty[s], phase ^ 1);
                 const int64_t key = sq.k_off + (int64_t)kt * BN;
                 kv_stage<D> &st = sh.st[s];
-                bar_expect(&sh.full[s], sizeof st);
+                const bool diag = tile_diagonal((int64_t)kt * BN);
+                bar_expect(&sh.full[s], (uint32_t)(sizeof st + (diag ? sizeof sh.vbf[0] : 0)));
+                if (diag) {
+                    tma_load(sh.vbf[s][0], &map_vbf, (int)key, hk * D, &sh.full[s]);
+                    tma_load(sh.vbf[s][1], &map_vbf, (int)key + 64, hk * D, &sh.full[s]);
+                }
                 tma_load(st.k, &map_k, 0, (int)(hk * k_rows + key), &sh.full[s]);
                 tma_load(st.vt, &map_vt, (int)key, hk * D, &sh.full[s]);
                 tma_load(st.ks, &map_ks, (int)key, hk * DB, &sh.full[s]);
@@ -450,6 +499,55 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
         };
         constexpr int NPV = (BN / 32) * DH;
+        if (LEAK && tile_diagonal(c0)) {
+            // a tile on the diagonal: block by block, each product waited for;
+            // diagonal blocks as two bf16 k16 steps on O itself
+#pragma unroll
+            for (int kb = 0; kb < BN / 32; kb++) {
+                const int64_t kb0 = c0 + 32 * kb;
+                if (!diagonal(kb0)) {
+#pragma unroll
+                    for (int hf = 0; hf < DH; hf++) {
+                        issue_pv(pa, kb * DH + hf);
+                        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+                        promote_pv(pa, kb * DH + hf);
+                    }
+                    continue;
+                }
+                const bool use[2] = {vis[0] && kb0 < sq.lk && kb0 <= lim[0], vis[1] && kb0 < sq.lk && kb0 <= lim[1]};
+                // P / 256 in bf16 (the code's value times 2^pexp, rounded
+                // once), as the fragments of the block's two k16 steps
+                auto widen = [&](uint32_t code, float scale) {
+                    const float v = __half2float(__nv_cvt_fp8_to_halfraw((uint8_t)code, __NV_E4M3));
+                    return v != v || scale != scale ? 0x7FC0u : f32_to_bf16(__float_as_uint(__fmul_rn(v, scale)));
+                };
+                auto pair = [&](uint32_t word, int byte, float scale) {
+                    return widen((word >> (8 * byte)) & 0xFFu, scale) | widen((word >> (8 * byte + 8)) & 0xFFu, scale) << 16;
+                };
+                const float s0 = pscale[kb][0], s1 = pscale[kb][1];
+                const uint32_t bfa[2][4] = {
+                    {pair(af[kb][0], 0, s0), pair(af[kb][1], 0, s1), pair(af[kb][0], 2, s0), pair(af[kb][1], 2, s1)},
+                    {pair(af[kb][2], 0, s0), pair(af[kb][3], 0, s1), pair(af[kb][2], 2, s0), pair(af[kb][3], 2, s1)},
+                };
+#pragma unroll
+                for (int hf = 0; hf < DH; hf++) {
+                    float *oh = &o[32 * hf];
+#pragma unroll
+                    for (int i = 0; i < 32; i++)
+                        pa[i] = oh[i]; // rows that skip this block keep their O (as the reference skips them)
+                    const uint16_t *panel = sh.vbf[s][kb / 2] + hf * 64 * 64 + (kb % 2) * 32;
+                    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+                    wgmma_bf16_rs_acc_n64(oh, bfa[0], desc_sw128(panel));
+                    wgmma_bf16_rs_acc_n64(oh, bfa[1], desc_sw128(panel + 16));
+                    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+                    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#pragma unroll
+                    for (int i = 0; i < 32; i++)
+                        if (!use[(i / 2) % 2])
+                            oh[i] = pa[i];
+                }
+            }
+        } else {
         issue_pv(pa, 0);
         issue_pv(pb, 1);
 #pragma unroll
@@ -468,6 +566,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     issue_pv(pb, j + 2);
             }
         }
+        } // not on the diagonal
         bar_arrive(&sh.empty[s]); // this thread is done with the stage
         if (++s == STAGES)
             s = 0, phase ^= 1;
@@ -507,7 +606,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 
 // ---- host side ----
 
-template <int D> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_t stream)
+template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_t stream)
 {
     constexpr int DB = D / 32;
     const int64_t tq = a.q.n0, tk = a.k.n0, hq = a.q.n1, hkv = a.k.n1;
@@ -539,7 +638,7 @@ template <int D> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_
         (size_t)(hkv * tk * DB),       (size_t)(hkv * tk * D),           (size_t)(hkv * vblocks * D),
         (size_t)(hq * q_rows * D),     (size_t)(hq * DB * q_rows) * 4,   (size_t)(hkv * k_rows * D),
         (size_t)(hkv * DB * k_rows) * 4, (size_t)(hkv * D * k_rows),     (size_t)(hkv * (k_rows / 32) * D) * 4,
-        sizeof(seq_info) * (size_t)batch};
+        sizeof(seq_info) * (size_t)batch, LEAK ? (size_t)(hkv * D * k_rows) * 2 : 16};
     constexpr int NBUF = sizeof sizes / sizeof sizes[0];
     size_t total = 0, at[NBUF];
     for (int i = 0; i < NBUF; i++) {
@@ -557,6 +656,7 @@ template <int D> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_
     float *qf = reinterpret_cast<float *>(base + at[7]), *kf = reinterpret_cast<float *>(base + at[9]),
           *vf = reinterpret_cast<float *>(base + at[11]);
     seq_info *dseqs = reinterpret_cast<seq_info *>(base + at[12]);
+    uint16_t *vbf = reinterpret_cast<uint16_t *>(base + at[13]);
     // from pageable memory: the copy has taken the bytes when it returns
     e = cudaMemcpyAsync(dseqs, seqs, sizeof(seq_info) * (size_t)batch, cudaMemcpyHostToDevice, stream);
     mxfa_segment *vsegs = static_cast<mxfa_segment *>(malloc(sizeof(mxfa_segment) * (size_t)batch));
@@ -595,11 +695,14 @@ template <int D> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_
                                                                                      kp, kf, k_rows);
         pack_v<D><<<dim3((unsigned)(k_rows / 32), (unsigned)hkv), D, 0, stream>>>(vc, vsb, tk, vblocks, dseqs, batch, vt,
                                                                               vf, k_rows);
+        if (LEAK)
+            pack_v_bf16<D><<<dim3((unsigned)(k_rows / 32), (unsigned)hkv), D, 0, stream>>>(a.v, dseqs, batch, vbf,
+                                                                                        k_rows);
     }
     if ((e = cudaGetLastError()) != cudaSuccess)
         return e;
 
-    CUtensorMap maps[6];
+    CUtensorMap maps[7];
     memset(maps, 0, sizeof maps);
     const CUtensorMapSwizzle qk_swizzle = D == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
     if ((e = tensor_map(&maps[0], CU_TENSOR_MAP_DATA_TYPE_UINT8, qp, D, (uint64_t)(hq * q_rows), D, D, BM,
@@ -613,10 +716,12 @@ template <int D> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_
         (e = tensor_map(&maps[4], CU_TENSOR_MAP_DATA_TYPE_FLOAT32, kf, (uint64_t)k_rows, (uint64_t)(hkv * DB),
                         (uint64_t)k_rows * 4, BN, DB, CU_TENSOR_MAP_SWIZZLE_NONE)) != cudaSuccess ||
         (e = tensor_map(&maps[5], CU_TENSOR_MAP_DATA_TYPE_FLOAT32, vf, D, (uint64_t)(hkv * (k_rows / 32)), D * 4, D,
-                        BN / 32, CU_TENSOR_MAP_SWIZZLE_NONE)) != cudaSuccess)
+                        BN / 32, CU_TENSOR_MAP_SWIZZLE_NONE)) != cudaSuccess ||
+        (LEAK && (e = tensor_map(&maps[6], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, vbf, (uint64_t)k_rows, (uint64_t)(hkv * D),
+                                 (uint64_t)k_rows * 2, 64, D, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess))
         return e;
     static const cudaError_t attr =
-        cudaFuncSetAttribute(attn_fwd_sm90<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES<D>);
+        cudaFuncSetAttribute(attn_fwd_sm90<D, LEAK>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES<D, LEAK>);
     if (attr != cudaSuccess)
         return attr;
     const uint32_t log2e_bits = 0x3FB8AA3Bu; // fl(log2 e)
@@ -624,8 +729,8 @@ template <int D> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_
     memcpy(&log2e, &log2e_bits, 4);
     const float c = a.softmax_scale * log2e; // one fp32 product, as the reference computes it
     const attn_out out = {a.o.base, a.o.s0, a.o.s1, a.o.s2, a.o.dtype == MXFA_BF16, a.lse, a.ls0, a.ls1};
-    attn_fwd_sm90<D><<<dim3((unsigned)tiles, (unsigned)hq), THREADS, SMEM_BYTES<D>, stream>>>(
-        maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], dseqs, batch, (int)(hq / hkv), q_rows, k_rows, c,
+    attn_fwd_sm90<D, LEAK><<<dim3((unsigned)tiles, (unsigned)hq), THREADS, SMEM_BYTES<D, LEAK>, stream>>>(
+        maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], maps[6], dseqs, batch, (int)(hq / hkv), q_rows, k_rows, c,
         a.causal, a.p_dynamic, out);
     return cudaGetLastError();
 }
@@ -633,8 +738,8 @@ template <int D> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_
 cudaError_t launch_attn_fwd_sm90(const attn_fwd_args &a, cudaStream_t stream)
 {
     switch (a.q.n2) {
-    case 64: return launch_attn_fwd<64>(a, stream);
-    case 128: return launch_attn_fwd<128>(a, stream);
+    case 64: return a.leak_free ? launch_attn_fwd<64, true>(a, stream) : launch_attn_fwd<64, false>(a, stream);
+    case 128: return a.leak_free ? launch_attn_fwd<128, true>(a, stream) : launch_attn_fwd<128, false>(a, stream);
     }
     return cudaErrorInvalidValue; // the backend refuses other head dims first
 }

@@ -139,6 +139,23 @@ __device__ __forceinline__ void wgmma_k32_rs_n64(float (&d)[32], const uint32_t 
                  : "memory");
 }
 
+// d += A * B^T, m64n64k16 bf16 with the accumulator d (scale-d 1), A from
+// registers (register 0: row g, columns 2t and 2t + 1; 1: row g + 8; 2 and
+// 3: columns 8 higher), B from shared memory.
+__device__ __forceinline__ void wgmma_bf16_rs_acc_n64(float *d, const uint32_t (&a)[4], uint64_t db)
+{
+    asm volatile("{\n.reg .pred add_acc;\nsetp.ne.b32 add_acc, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " MXFA_WGMMA_REGS32
+                 ", {%32, %33, %34, %35}, %36, add_acc, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
+                   "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+                   "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
+                   "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1)
+                 : "memory");
+}
+
 #endif // MXFA_SM90_CODE
 
 } // namespace sm90
