@@ -467,27 +467,36 @@ static int attn_case(int trial, int device, char *what, size_t what_len)
     p.preset = (mxfa_preset)rng_below(4);
     p.p_scale = rng_below(2) ? MXFA_P_DYNAMIC : MXFA_P_CONST;
     p.causal = (mxfa_causal)rng_below(3); /* none, leak-free, plain */
+    /* Q, K and V each fp32 or bf16, most often all the same */
     const mxfa_dtype in = rng_below(2) ? MXFA_BF16 : MXFA_F32, out = rng_below(2) ? MXFA_BF16 : MXFA_F32;
+    const int mixed = rng_below(4) == 0;
+    const mxfa_dtype kin = mixed && rng_below(2) ? (in == MXFA_BF16 ? MXFA_F32 : MXFA_BF16) : in;
+    const mxfa_dtype vin = mixed && rng_below(2) ? (in == MXFA_BF16 ? MXFA_F32 : MXFA_BF16) : in;
     const int loud = rng_below(3) == 0 ? (int)rng_below((uint32_t)d) : -1;
     snprintf(what, what_len,
-             "trial %d: D %lld, %d sequences q (%d, %d, %d) k (%d, %d, %d), Hq %lld, Hkv %d, %s, %s P, %s, %s in, "
-             "%s out, %s memory",
-             trial, (long long)d, batch, cq[1] - cq[0], cq[2] - cq[1], cq[3] - cq[2], ck[1] - ck[0], ck[2] - ck[1], ck[3] - ck[2],
-             (long long)hq, hkv, p.causal == MXFA_CAUSAL ? "causal" : p.causal ? "causal-plain" : "no mask", p.p_scale ? "dynamic" : "const",
-             mxfa_preset_name(p.preset), mxfa_dtype_name(in), mxfa_dtype_name(out), device ? "device" : "host");
-    const size_t es = mxfa_dtype_size(in), os = mxfa_dtype_size(out);
-    buf q = buf_new((size_t)(tq * hq * d) * es, 0), k = buf_new((size_t)(tk * hkv * d) * es, 0),
-        v = buf_new((size_t)(tk * hkv * d) * es, 0);
+             "trial %d: D %lld, %d sequences q (%d, %d, %d) k (%d, %d, %d), Hq %lld, Hkv %d, %s, %s P, %s, "
+             "%s/%s/%s in, %s out, %s memory",
+             trial, (long long)d, batch, cq[1] - cq[0], cq[2] - cq[1], cq[3] - cq[2], ck[1] - ck[0], ck[2] - ck[1],
+             ck[3] - ck[2],
+             (long long)hq, hkv, p.causal == MXFA_CAUSAL ? "causal" : p.causal ? "causal-plain" : "no mask",
+             p.p_scale ? "dynamic" : "const",
+             mxfa_preset_name(p.preset), mxfa_dtype_name(in), mxfa_dtype_name(kin), mxfa_dtype_name(vin),
+             mxfa_dtype_name(out), device ? "device" : "host");
+    const size_t os = mxfa_dtype_size(out);
+    buf q = buf_new((size_t)(tq * hq * d) * mxfa_dtype_size(in), 0),
+        k = buf_new((size_t)(tk * hkv * d) * mxfa_dtype_size(kin), 0),
+        v = buf_new((size_t)(tk * hkv * d) * mxfa_dtype_size(vin), 0);
     fill_normal(&q, in, tq * hq, d, -1);
-    fill_normal(&k, in, tk * hkv, d, loud);
-    fill_normal(&v, in, tk * hkv, d, -1);
+    fill_normal(&k, kin, tk * hkv, d, loud);
+    fill_normal(&v, vin, tk * hkv, d, -1);
     buf o[2] = {buf_new((size_t)(tq * hq * d) * os, 0xA5), buf_new((size_t)(tq * hq * d) * os, 0xA5)};
     buf lse[2] = {buf_new((size_t)(tq * hq) * 4, 0xA5), buf_new((size_t)(tq * hq) * 4, 0xA5)};
     mxfa_ctx *ctx[2] = {cpu, gpu};
     mxfa_status st[2];
     for (int i = 0; i < 2; i++) {
         const int dev = i && device;
-        mxfa_tensor qt = t3(&q, dev, in, tq, hq, d), kt = t3(&k, dev, in, tk, hkv, d), vt = t3(&v, dev, in, tk, hkv, d);
+        mxfa_tensor qt = t3(&q, dev, in, tq, hq, d), kt = t3(&k, dev, kin, tk, hkv, d),
+                    vt = t3(&v, dev, vin, tk, hkv, d);
         mxfa_tensor ot = t3(&o[i], dev, out, tq, hq, d), lt = t2(&lse[i], dev, MXFA_F32, tq, hq, hq, 1);
         st[i] = mxfa_attn_fwd(ctx[i], &p, &qt, &kt, &vt, cq, ck, batch, &ot, &lt);
     }

@@ -667,9 +667,9 @@ template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, 
     free(seqs);
 
     // quantization, a head at a time (the heads' views are 2-D)
-    const int es = a.q.dtype == MXFA_BF16 ? 2 : 4;
+    // Q, K and V may each be fp32 or bf16
     auto head = [&](const nd3 &x, int64_t hh) {
-        return dview{x.base + hh * x.s1 * es, x.n0, D, x.s0, x.s2, x.dtype};
+        return dview{x.base + hh * x.s1 * (x.dtype == MXFA_BF16 ? 2 : 4), x.n0, D, x.s0, x.s2, x.dtype};
     };
     const mxfa_segment all_q = {0, tq, 0}, all_k = {0, tk, 0};
     for (int64_t hh = 0; hh < hq && e == cudaSuccess; hh++)
