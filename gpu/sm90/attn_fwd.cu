@@ -532,15 +532,22 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
                 for (int hf = 0; hf < DH; hf++) {
                     float *oh = &o[32 * hf];
+                    float(&oh32)[32] = *reinterpret_cast<float(*)[32]>(oh);
 #pragma unroll
                     for (int i = 0; i < 32; i++)
                         pa[i] = oh[i]; // rows that skip this block keep their O (as the reference skips them)
+                    // the copy and every other write of O's registers before
+                    // the fence, every read after the wait (PTX's rule for
+                    // the accumulator of a wgmma in flight)
+                    fence_regs(oh32);
+                    fence_regs(pa);
                     const uint16_t *panel = sh.vbf[s][kb / 2] + hf * 64 * 64 + (kb % 2) * 32;
                     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
                     wgmma_bf16_rs_acc_n64(oh, bfa[0], desc_sw128(panel));
                     wgmma_bf16_rs_acc_n64(oh, bfa[1], desc_sw128(panel + 16));
                     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
                     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+                    fence_regs(oh32);
 #pragma unroll
                     for (int i = 0; i < 32; i++)
                         if (!use[(i / 2) % 2])
