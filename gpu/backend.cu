@@ -91,6 +91,15 @@ size_t span_bytes(const mxfa_view &v)
     return (size_t)(((v.rows - 1) * v.rs + (v.cols - 1) * v.cs + 1) * esize((int)v.dtype));
 }
 
+// Bytes from an n-D view's base to the end of its last element.
+size_t span_bytes(const mxfa_view_nd &v)
+{
+    int64_t last = 0;
+    for (int i = 0; i < v.ndim; i++)
+        last += (v.shape[i] - 1) * v.stride[i];
+    return (size_t)((last + 1) * esize((int)v.dtype));
+}
+
 // Runs on the context's device, the caller's current device restored after.
 class on_device {
 public:
@@ -137,6 +146,10 @@ public:
         n_++;
     }
     void add(mxfa_view *v, bool output)
+    {
+        add(&v->base, span_bytes(*v), v->memory == MXFA_MEM_DEVICE ? device : host, output);
+    }
+    void add(mxfa_view_nd *v, bool output)
     {
         add(&v->base, span_bytes(*v), v->memory == MXFA_MEM_DEVICE ? device : host, output);
     }
@@ -281,6 +294,21 @@ mxfa_status not_yet(mxfa_ctx *ctx, const char *what)
     return fail(ctx, MXFA_ERR_UNSUPPORTED, "the cuda backend does not do %s yet (use the cpu or ref backend)", what);
 }
 
+// MXFA_OK on a Hopper GPU (the sm90 kernels' wgmma); else the reason,
+// "op: <needs> a Hopper GPU".
+mxfa_status need_hopper(mxfa_ctx *ctx, const char *op, const char *needs)
+{
+    int major = 0;
+    cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+                                           static_cast<cuda_state *>(ctx->state)->device);
+    if (e != cudaSuccess)
+        return cuda_fail(ctx, e, op);
+    if (major != 9)
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "%s: %s a Hopper GPU (wgmma); this device has compute capability %d.x",
+                    op, needs, major);
+    return MXFA_OK;
+}
+
 // The block-scaled product runs on Hopper's wgmma, so the models it
 // computes bit for bit are the Hopper ones; the others are refused.
 mxfa_status gemm(mxfa_ctx *ctx, mxfa_model model, const mxfa_view *a, const mxfa_view *sa, const mxfa_view *b,
@@ -289,14 +317,7 @@ mxfa_status gemm(mxfa_ctx *ctx, mxfa_model model, const mxfa_view *a, const mxfa
     if (model != MXFA_MODEL_SM90_FP8 && model != MXFA_MODEL_SM90_BF16)
         return fail(ctx, MXFA_ERR_UNSUPPORTED, "gemm: the cuda backend computes the sm90-fp8 and sm90-bf16 models "
                     "only (use the cpu or ref backend for the others)");
-    int major = 0;
-    cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
-                                           static_cast<cuda_state *>(ctx->state)->device);
-    if (e != cudaSuccess)
-        return cuda_fail(ctx, e, "gemm");
-    if (major != 9)
-        return fail(ctx, MXFA_ERR_UNSUPPORTED, "gemm: the sm90 products need a Hopper GPU (wgmma); this device "
-                    "has compute capability %d.x", major);
+    CHECK(need_hopper(ctx, "gemm", "the sm90 products need"));
     if (a->rows > INT32_MAX || b->rows > INT32_MAX || a->cols > INT32_MAX)
         return fail(ctx, MXFA_ERR_UNSUPPORTED, "gemm: the cuda backend takes M, N and K below 2^31 (the tensor-memory "
                     "accelerator's coordinates); got %lld x %lld x %lld", (long long)a->rows, (long long)b->rows,
@@ -315,15 +336,6 @@ mxfa_status gemm(mxfa_ctx *ctx, mxfa_model model, const mxfa_view *a, const mxfa
     auto launch = model == MXFA_MODEL_SM90_FP8 ? launch_gemm_sm90_fp8 : launch_gemm_sm90_bf16;
     return k.finish(launch(dview_of(av), dview_of(sav), dview_of(bv), dview_of(sbv), c ? &cd : nullptr, dview_of(dv),
                            k.stream()));
-}
-
-// Bytes from a 3-D or 2-D view's base to the end of its last element.
-size_t span_bytes(const mxfa_view_nd &v)
-{
-    int64_t last = 0;
-    for (int i = 0; i < v.ndim; i++)
-        last += (v.shape[i] - 1) * v.stride[i];
-    return (size_t)((last + 1) * esize((int)v.dtype));
 }
 
 nd3 nd3_of(const mxfa_view_nd &v)
@@ -347,22 +359,12 @@ mxfa_status attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_n
     if (p->block_m != 128 || p->block_n != 128)
         return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend's kernel has the geometry 128 x 128 "
                     "(got block_m %d, block_n %d)", p->block_m, p->block_n);
-    int major = 0;
-    cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
-                                           static_cast<cuda_state *>(ctx->state)->device);
-    if (e != cudaSuccess)
-        return cuda_fail(ctx, e, "attention");
-    if (major != 9)
-        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the sm90 kernel needs a Hopper GPU (wgmma); this device "
-                    "has compute capability %d.x", major);
+    CHECK(need_hopper(ctx, "attention", "the sm90 kernel needs"));
     mxfa_view_nd qv = *q, kv = *k, vv = *v, ov = *o, lv = lse ? *lse : *o;
     call c(ctx, "attention");
-    c.add(&qv.base, span_bytes(qv), qv.memory == MXFA_MEM_DEVICE ? call::device : call::host, false);
-    c.add(&kv.base, span_bytes(kv), kv.memory == MXFA_MEM_DEVICE ? call::device : call::host, false);
-    c.add(&vv.base, span_bytes(vv), vv.memory == MXFA_MEM_DEVICE ? call::device : call::host, false);
-    c.add(&ov.base, span_bytes(ov), ov.memory == MXFA_MEM_DEVICE ? call::device : call::host, true);
+    c.add(&qv, false), c.add(&kv, false), c.add(&vv, false), c.add(&ov, true);
     if (lse)
-        c.add(&lv.base, span_bytes(lv), lv.memory == MXFA_MEM_DEVICE ? call::device : call::host, true);
+        c.add(&lv, true);
     CHECK(c.begin());
     attn_fwd_args a;
     a.q = nd3_of(qv), a.k = nd3_of(kv), a.v = nd3_of(vv), a.o = nd3_of(ov);

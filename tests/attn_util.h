@@ -1,19 +1,9 @@
-/* Helpers shared by the attention tests: normal samples and tensor views. */
+/* Helpers shared by the attention tests: tensor views (normal samples are tap.h's gauss). */
 #ifndef MXFA_ATTN_UTIL_H
 #define MXFA_ATTN_UTIL_H
 
-#include <math.h>
-
 #include "mxfa.h"
 #include "tap.h"
-
-/* a standard normal sample from the seeded generator (Box-Muller) */
-static __attribute__((unused)) double gauss(void)
-{
-    double u = ((double)(rng_next() >> 11) + 0.5) / 9007199254740992.0;
-    double v = ((double)(rng_next() >> 11) + 0.5) / 9007199254740992.0;
-    return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
-}
 
 static __attribute__((unused)) mxfa_tensor t3(void *p, mxfa_dtype dt, int64_t a, int64_t b, int64_t c)
 {

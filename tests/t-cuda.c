@@ -406,13 +406,6 @@ static int wide_layout_case(int trial, int device, char *what, size_t what_len)
 
 /* ---- attention forward ---- */
 
-static double normal01(void)
-{
-    double u = ((double)(rng_next() >> 11) + 0.5) / 9007199254740992.0;
-    double v = ((double)(rng_next() >> 11) + 0.5) / 9007199254740992.0;
-    return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
-}
-
 static mxfa_tensor t3(buf *b, int device, mxfa_dtype dt, int64_t n0, int64_t n1, int64_t n2)
 {
     mxfa_tensor t = {where(b, device), dt, device ? MXFA_MEM_DEVICE : MXFA_MEM_HOST, 3, {n0, n1, n2},
@@ -426,7 +419,7 @@ static void fill_normal(buf *b, mxfa_dtype dt, int64_t rows, int64_t cols, int l
 {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++) {
-            float v = (float)normal01() * (c == loud_channel ? 20.0f : 1.0f);
+            float v = (float)gauss() * (c == loud_channel ? 20.0f : 1.0f);
             uint32_t u;
             memcpy(&u, &v, 4);
             if (dt == MXFA_BF16) {

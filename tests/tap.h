@@ -10,6 +10,7 @@
 #define MXFA_TAP_H
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -92,6 +93,15 @@ static uint32_t rng_below(uint32_t n) __attribute__((unused));
 static uint32_t rng_below(uint32_t n)
 {
     return (uint32_t)((rng_next() >> 32) * n >> 32);
+}
+
+/* a standard normal sample from the seeded generator (Box-Muller) */
+static double gauss(void) __attribute__((unused));
+static double gauss(void)
+{
+    double u = ((double)(rng_next() >> 11) + 0.5) / 9007199254740992.0;
+    double v = ((double)(rng_next() >> 11) + 0.5) / 9007199254740992.0;
+    return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
 }
 
 static void rng_seed_from_env(uint64_t default_seed) __attribute__((unused));

@@ -80,22 +80,10 @@ static mxfa_status run(attn_bench *a)
     return mxfa_attn_fwd(a->ctx, &a->p, &q, &k, &v, a->cu, a->cu, (int)s->b, &o, &l);
 }
 
-/* Seconds per call, the median of five rounds of reps calls; < 0 on error. */
-static double per_call(attn_bench *a, int reps)
+/* One call, as cli_time_enqueued takes it. */
+static mxfa_status run_one(void *arg)
 {
-    double t[5];
-    if (run(a) != MXFA_OK || mxfa_synchronize(a->ctx) != MXFA_OK)
-        return -1;
-    for (int round = 0; round < 5; round++) {
-        double t0 = cli_now();
-        for (int r = 0; r < reps; r++)
-            if (run(a) != MXFA_OK)
-                return -1;
-        if (mxfa_synchronize(a->ctx) != MXFA_OK)
-            return -1;
-        t[round] = (cli_now() - t0) / reps;
-    }
-    return cli_median(t, 5);
+    return run((attn_bench *)arg);
 }
 
 int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps)
@@ -140,12 +128,12 @@ int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps)
                  (long long)s->d, s->causal ? ",c" : "");
         if (!rc) {
             const double flops = 4.0 * s->b * s->h * (double)s->s * s->s * s->d * (s->causal ? 0.5 : 1.0);
-            const double t = per_call(&a, reps);
+            const double t = cli_time_enqueued(ctx, run_one, &a, reps);
             if (t < 0) {
                 printf("%-26s %s\n", name, mxfa_last_error(ctx)); /* a shape the kernel does not take yet */
             } else {
                 a.quantize_only = 1;
-                const double tq = per_call(&a, reps);
+                const double tq = cli_time_enqueued(ctx, run_one, &a, reps);
                 if (tq < 0)
                     rc = cli_error(cmd, "quantizing Q, K and V: %s", mxfa_last_error(ctx));
                 else

@@ -16,11 +16,7 @@
 #define ROWS 16384
 #define COLS 8192
 
-typedef struct dev_bench {
-    mxfa_ctx *ctx;
-    void *x, *xb, *codes, *scales, *out, *copy, *sw; /* device buffers */
-    int op;
-} dev_bench;
+typedef struct dev_bench dev_bench;
 
 enum {
     OP_COPY, OP_Q_ROW, OP_Q_ROW_BF16, OP_Q_COL, OP_Q_SQUARE, OP_Q_ROW_E5M2_OCP, OP_Q_ROW_TORCHAO, OP_Q_JAGGED_COL,
@@ -68,25 +64,34 @@ static mxfa_tensor dev2(void *p, mxfa_dtype dt, int64_t rows, int64_t cols)
     return t;
 }
 
-/* The jagged batch's cumulative lengths (JAGGED_BATCH + 1 entries) and its
- * scale rows in the padded layout. */
-static int64_t jagged_seqlens(int32_t *cu)
+struct dev_bench {
+    mxfa_ctx *ctx;
+    void *x, *xb, *codes, *scales, *out, *copy, *sw; /* device buffers */
+    int op;
+    /* the jagged batch: its cumulative lengths, its scale rows in the
+     * padded layout, and the same lengths scaled to the matrix's rows */
+    int32_t cu[JAGGED_BATCH + 1], cu_matrix[JAGGED_BATCH + 1];
+    int64_t jagged_rows;
+};
+
+static void jagged_init(dev_bench *b)
 {
-    cu[0] = 0;
+    b->cu[0] = 0;
     for (int i = 0; i < JAGGED_BATCH; i++)
-        cu[i + 1] = cu[i] + (i % 2 ? JAGGED_LEN_B : JAGGED_LEN_A);
+        b->cu[i + 1] = b->cu[i] + (i % 2 ? JAGGED_LEN_B : JAGGED_LEN_A);
     int64_t sf[JAGGED_BATCH + 1];
-    mxfa_jagged_sf_offsets(cu, JAGGED_BATCH, sf);
-    return sf[JAGGED_BATCH];
+    mxfa_jagged_sf_offsets(b->cu, JAGGED_BATCH, sf);
+    b->jagged_rows = sf[JAGGED_BATCH];
+    for (int i = 0; i <= JAGGED_BATCH; i++)
+        b->cu_matrix[i] = (int32_t)((int64_t)b->cu[i] * ROWS / b->cu[JAGGED_BATCH]);
 }
 
 /* Bytes the operation must read and write, at least. */
-static double op_bytes(int op)
+static double op_bytes(const dev_bench *b, int op)
 {
     const double n = (double)ROWS * COLS, scales = n / 32, big = (double)BIG_ROWS * (BIG_COLS / 32);
-    int32_t cu[JAGGED_BATCH + 1];
-    const double padded = (double)jagged_seqlens(cu) * (BIG_COLS / 32),
-                 compact = (double)cu[JAGGED_BATCH] * (BIG_COLS / 32);
+    const double padded = (double)b->jagged_rows * (BIG_COLS / 32),
+                 compact = (double)b->cu[JAGGED_BATCH] * (BIG_COLS / 32);
     switch (op) {
     case OP_COPY: return 2 * 4 * n;
     case OP_Q_ROW_BF16: return 2 * n + n + scales;
@@ -112,8 +117,6 @@ static mxfa_status run(dev_bench *b)
                                                                                                  : MXFA_BLOCK_ROW;
     int64_t sr, sc;
     mxfa_scales_shape(block, ROWS, COLS, &sr, &sc);
-    int32_t cu[JAGGED_BATCH + 1];
-    const int64_t jagged_rows = jagged_seqlens(cu);
     mxfa_mx q = {dev2(b->codes, b->op == OP_Q_ROW_E5M2_OCP ? MXFA_E5M2 : MXFA_E4M3, ROWS, COLS),
                  dev2(b->scales, MXFA_E8M0, sr, sc), block, MXFA_LAYOUT_COMPACT};
     int64_t wr, wc;
@@ -126,12 +129,9 @@ static mxfa_status run(dev_bench *b)
     }
     case OP_Q_JAGGED_COL: {
         mxfa_tensor x = dev2(b->x, MXFA_F32, ROWS, COLS);
-        int32_t cuq[JAGGED_BATCH + 1]; /* the same lengths, scaled to the matrix's rows */
-        for (int i = 0; i <= JAGGED_BATCH; i++)
-            cuq[i] = (int32_t)((int64_t)cu[i] * ROWS / cu[JAGGED_BATCH]);
-        mxfa_jagged_scale_rows(cuq, JAGGED_BATCH, &sr);
+        mxfa_jagged_scale_rows(b->cu_matrix, JAGGED_BATCH, &sr);
         q.scales = dev2(b->scales, MXFA_E8M0, sr, sc);
-        return mxfa_quantize_jagged(b->ctx, &x, cuq, JAGGED_BATCH, MXFA_PRESET_RCEIL, &q);
+        return mxfa_quantize_jagged(b->ctx, &x, b->cu_matrix, JAGGED_BATCH, MXFA_PRESET_RCEIL, &q);
     }
     case OP_DQ_ROW:
     case OP_DQ_ROW_BF16:
@@ -174,11 +174,11 @@ static mxfa_status run(dev_bench *b)
     }
     case OP_SCATTER:
     case OP_GATHER: {
-        mxfa_tensor s = dev2(b->op == OP_SCATTER ? b->x : b->copy, MXFA_E8M0, cu[JAGGED_BATCH], BIG_COLS / 32),
-                    w = dev2(b->out, MXFA_E8M0, jagged_rows, BIG_COLS / 32);
+        mxfa_tensor s = dev2(b->op == OP_SCATTER ? b->x : b->copy, MXFA_E8M0, b->cu[JAGGED_BATCH], BIG_COLS / 32),
+                    w = dev2(b->out, MXFA_E8M0, b->jagged_rows, BIG_COLS / 32);
         if (b->op == OP_SCATTER)
-            return mxfa_scales_scatter(b->ctx, &s, cu, JAGGED_BATCH, MXFA_BLOCK_ROW, BIG_COLS, &w);
-        return mxfa_scales_gather(b->ctx, &w, cu, JAGGED_BATCH, MXFA_BLOCK_ROW, BIG_COLS, &s);
+            return mxfa_scales_scatter(b->ctx, &s, b->cu, JAGGED_BATCH, MXFA_BLOCK_ROW, BIG_COLS, &w);
+        return mxfa_scales_gather(b->ctx, &w, b->cu, JAGGED_BATCH, MXFA_BLOCK_ROW, BIG_COLS, &s);
     }
     default: {
         mxfa_tensor x = dev2(b->x, MXFA_F32, ROWS, COLS);
@@ -191,22 +191,10 @@ static mxfa_status run(dev_bench *b)
     }
 }
 
-/* Seconds per call, the median of five rounds of reps calls; < 0 on error. */
-static double per_call(dev_bench *b, int reps)
+/* One call, as cli_time_enqueued takes it. */
+static mxfa_status run_one(void *arg)
 {
-    double t[5];
-    if (run(b) != MXFA_OK || mxfa_synchronize(b->ctx) != MXFA_OK)
-        return -1;
-    for (int round = 0; round < 5; round++) {
-        double t0 = cli_now();
-        for (int r = 0; r < reps; r++)
-            if (run(b) != MXFA_OK)
-                return -1;
-        if (mxfa_synchronize(b->ctx) != MXFA_OK)
-            return -1;
-        t[round] = (cli_now() - t0) / reps;
-    }
-    return cli_median(t, 5);
+    return run((dev_bench *)arg);
 }
 
 int bench_device(const char *cmd, mxfa_ctx *ctx, int reps)
@@ -214,7 +202,10 @@ int bench_device(const char *cmd, mxfa_ctx *ctx, int reps)
     const size_t n = (size_t)ROWS * COLS;
     int64_t wr, wc;
     mxfa_swizzled_shape(MXFA_BLOCK_ROW, ROWS, COLS, &wr, &wc);
-    dev_bench b = {ctx, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0};
+    dev_bench b;
+    memset(&b, 0, sizeof b);
+    b.ctx = ctx;
+    jagged_init(&b);
     void **bufs[] = {&b.x, &b.xb, &b.codes, &b.scales, &b.out, &b.copy, &b.sw};
     const size_t sizes[] = {4 * n, 2 * n, n, n, 4 * n, 4 * n, (size_t)(wr * wc)};
     float *host = malloc(4 * n);
@@ -239,7 +230,7 @@ int bench_device(const char *cmd, mxfa_ctx *ctx, int reps)
     double secs[NOPS];
     for (int op = 0; op < NOPS && !rc; op++) {
         b.op = op;
-        if ((secs[op] = per_call(&b, reps < 5 ? 20 : reps * 4)) < 0)
+        if ((secs[op] = cli_time_enqueued(ctx, run_one, &b, reps < 5 ? 20 : reps * 4)) < 0)
             rc = cli_error(cmd, "%s: %s", op_name[op], mxfa_last_error(ctx));
     }
     if (!rc) {
@@ -248,10 +239,10 @@ int bench_device(const char *cmd, mxfa_ctx *ctx, int reps)
                "written\n",
                mxfa_version(), mxfa_backend_name(ctx), ROWS, COLS);
         printf("%-40s %10s %12s %10s\n", "operation", "GB/s", "of the copy", "ms");
-        const double copy_rate = op_bytes(OP_COPY) / secs[OP_COPY];
-        const double small_rate = op_bytes(OP_COPY_SCALES) / secs[OP_COPY_SCALES];
+        const double copy_rate = op_bytes(&b, OP_COPY) / secs[OP_COPY];
+        const double small_rate = op_bytes(&b, OP_COPY_SCALES) / secs[OP_COPY_SCALES];
         for (int op = 0; op < OP_GEMM; op++) {
-            const double rate = op_bytes(op) / secs[op], ceiling = op == OP_SWIZZLE ? small_rate : copy_rate;
+            const double rate = op_bytes(&b, op) / secs[op], ceiling = op == OP_SWIZZLE ? small_rate : copy_rate;
             printf("%-40s %10.1f %11.0f%% %10.4f\n", op_name[op], rate / 1e9, 100 * rate / ceiling, secs[op] * 1e3);
         }
         const double flops = 2.0 * GEMM_N * GEMM_N * GEMM_N;

@@ -113,3 +113,20 @@ double cli_median(double *t, int n)
     qsort(t, (size_t)n, sizeof t[0], cmp_double);
     return t[n / 2];
 }
+
+double cli_time_enqueued(mxfa_ctx *ctx, mxfa_status (*run)(void *arg), void *arg, int reps)
+{
+    double t[5];
+    if (run(arg) != MXFA_OK || mxfa_synchronize(ctx) != MXFA_OK)
+        return -1;
+    for (int round = 0; round < 5; round++) {
+        double t0 = cli_now();
+        for (int r = 0; r < reps; r++)
+            if (run(arg) != MXFA_OK)
+                return -1;
+        if (mxfa_synchronize(ctx) != MXFA_OK)
+            return -1;
+        t[round] = (cli_now() - t0) / reps;
+    }
+    return cli_median(t, 5);
+}

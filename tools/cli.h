@@ -31,6 +31,11 @@ double cli_gauss(uint64_t *state);
 double cli_now(void);
 /* The median of t[0 .. n-1] (upper median for even n); sorts t. */
 double cli_median(double *t, int n);
+/* Seconds per call of run(arg) on a backend that enqueues its work (cuda):
+ * one call and a wait, then five rounds of reps calls back to back, each
+ * waited for once; the median of the rounds. < 0 when a call or a wait
+ * fails (mxfa_last_error(ctx) says why). */
+double cli_time_enqueued(mxfa_ctx *ctx, mxfa_status (*run)(void *arg), void *arg, int reps);
 
 int cmd_info(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);

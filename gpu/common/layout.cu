@@ -275,8 +275,8 @@ int64_t swizzle_fast_cols(const dview &index, int axis, const mxfa_segment *segs
 cudaError_t launch_copy(const dview &src, const dview &dst, cudaStream_t stream)
 {
     const int es = esize(src.dtype);
-    if (es == 1 && src.rs == 1 && dst.cs == 1 && reinterpret_cast<uintptr_t>(src.base) % 4 == 0 && src.cs % 4 == 0 && reinterpret_cast<uintptr_t>(dst.base) % 16 == 0 && dst.rs % 16 == 0 && dst.rows > 0 &&
-        dst.cols > 0) {
+    if (es == 1 && src.rs == 1 && dst.cs == 1 && reinterpret_cast<uintptr_t>(src.base) % 4 == 0 && src.cs % 4 == 0 &&
+        reinterpret_cast<uintptr_t>(dst.base) % 16 == 0 && dst.rs % 16 == 0 && dst.rows > 0 && dst.cols > 0) {
         const int64_t ty = (dst.rows + TR - 1) / TR;
         if (ty <= 65535) {
             transpose_bytes<<<dim3(blocks_for(dst.cols, TR), (unsigned)ty), 256, 0, stream>>>(src, dst);

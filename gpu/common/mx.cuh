@@ -93,6 +93,13 @@ __device__ __forceinline__ uint32_t fp8_encode_rne(const fp8_fmt &f, uint32_t x,
                   : (uint32_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E5M2);
 }
 
+// 2^(code - 127) as an fp32, the value of a scale, for codes 0x00 to 0xFE:
+// 0x00's 2^-127 is the subnormal 0x00400000. 0xFF (NaN) is the caller's.
+__device__ __forceinline__ float e8m0_value(uint32_t code)
+{
+    return __uint_as_float(code ? code << 23 : 0x00400000u);
+}
+
 // 2^(127 - code) as an fp32, the reciprocal of a scale, for codes 0x00 to
 // 0xFE: a normal number except for 0xFE, whose 2^-127 is the subnormal
 // 0x00400000. 0xFF (NaN) never reaches here.

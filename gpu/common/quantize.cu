@@ -525,11 +525,6 @@ __device__ __forceinline__ uint32_t scale_value(const fp8_fmt &f, uint32_t code,
     return __float_as_uint(__fmul_rn(u, sv));
 }
 
-__device__ __forceinline__ float scale_f32(uint32_t s)
-{
-    return __uint_as_float(s ? s << 23 : 0x00400000u);
-}
-
 // Whether none of the four codes in w is a NaN (e4m3: magnitude 0x7F;
 // e5m2: above 0x7C): the magnitude plus the bias carries into a byte's top
 // bit exactly then, and never into the next byte.
@@ -555,7 +550,7 @@ __device__ __forceinline__ void dequantize_run(const uint32_t (&w)[W / 4], uint3
     constexpr __nv_fp8_interpretation_t kind = E4M3 ? __NV_E4M3 : __NV_E5M2;
     const bool whole = vec && n == W;
     uint8_t *p = out.base + (r * out.rs + c * out.cs) * es;
-    const float sv0 = scale_f32(s0);
+    const float sv0 = e8m0_value(s0);
     float u[W];
 #pragma unroll
     for (int q = 0; q < W / 2; q++) {
@@ -578,7 +573,7 @@ __device__ __forceinline__ void dequantize_run(const uint32_t (&w)[W / 4], uint3
         for (int i = 0; i < W; i++) {
             const uint32_t s = BLOCK == MXFA_BLOCK_COL ? (i < n ? *byte_at(scales, sr, c + i) : 0u) : s0;
             v[i] = scale_value(f, (w[i / 4] >> (8 * (i % 4))) & 0xFFu, u[i], s,
-                               BLOCK == MXFA_BLOCK_COL ? scale_f32(s) : sv0);
+                               BLOCK == MXFA_BLOCK_COL ? e8m0_value(s) : sv0);
         }
     }
     if (whole && BF16_OUT) {

@@ -121,8 +121,7 @@ __global__ void pack_rows(const uint8_t *codes, const uint8_t *scales, int64_t t
     const int pos = keys ? scale_pos_b((int)(p % 128)) : scale_pos_a((int)(p % 128));
     for (int b = 0; b < DB; b++) {
         const uint32_t e = real ? scales[(h * tokens + token) * DB + b] : 0x7Fu;
-        out_scales[(h * DB + b) * rows + (p - p % 128) + pos] =
-            e == 0xFF ? __uint_as_float(NAN_BITS) : e == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(e << 23);
+        out_scales[(h * DB + b) * rows + (p - p % 128) + pos] = scale_float(e);
     }
 }
 
@@ -150,8 +149,7 @@ __global__ void pack_v(const uint8_t *codes, const uint8_t *scales, int64_t toke
     const int64_t j = p0 - seqs[b].k_off;
     const bool real = j >= 0 && j < seqs[b].lk;
     const uint32_t s = real ? scales[(h * vblocks + seqs[b].v_block + j / 32) * D + e] : 0x7Fu;
-    out_scales[(h * (rows / 32) + p0 / 32) * D + scale_pos_b(e)] =
-        s == 0xFF ? __uint_as_float(NAN_BITS) : s == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(s << 23);
+    out_scales[(h * (rows / 32) + p0 / 32) * D + scale_pos_b(e)] = scale_float(s);
 }
 
 // V as bf16 for the leak-free mask's diagonal blocks: V^T [H][D][rows]

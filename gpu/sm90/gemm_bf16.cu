@@ -45,7 +45,7 @@ __device__ __forceinline__ uint16_t widen_one(uint8_t code, uint8_t scale, bool 
     const float v = __half2float(h);
     if (scale == 0xFF || v != v)
         return 0x7FC0;
-    const float s = __uint_as_float(scale == 0 ? 0x00400000u : (uint32_t)scale << 23);
+    const float s = e8m0_value(scale);
     return (uint16_t)f32_to_bf16(__float_as_uint(__fmul_rn(v, s)));
 }
 

@@ -262,10 +262,7 @@ __global__ void prepare_scales(const uint8_t *s, int64_t rows, int nkb, int64_t 
             const bool real = r < rows && k < nkb;
             const int64_t at = (r & ~(int64_t)127) + (side ? scale_pos_b((int)(r & 127)) : scale_pos_a((int)(r & 127)));
             if (k < nkb)
-                out[(int64_t)k * rows_padded + at] = !real       ? 0.0f
-                                                    : e == 0xFF ? __uint_as_float(NAN_BITS)
-                                                    : e == 0    ? __uint_as_float(0x00400000u) // 2^-127
-                                                                : __uint_as_float(e << 23);
+                out[(int64_t)k * rows_padded + at] = real ? scale_float(e) : 0.0f;
             const bool finite = real && e != 0xFF;
             const uint32_t hi = __reduce_max_sync(0xFFFFFFFFu, finite ? e : 0u);
             const uint32_t inv_lo = __reduce_max_sync(0xFFFFFFFFu, finite ? 255u - e : 0u);

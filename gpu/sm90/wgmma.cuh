@@ -6,11 +6,19 @@
 #define MXFA_GPU_SM90_WGMMA_CUH
 
 #include "hopper.cuh"
+#include "mx.cuh"
 
 namespace mxfa_gpu {
 namespace sm90 {
 
 constexpr uint32_t NAN_BITS = 0x7FFFFFFFu; // the canonical NaN of the models
+
+// A scale byte as the float the promotion multiplies by: 2^(code - 127),
+// the canonical NaN for 0xFF.
+__device__ __forceinline__ float scale_float(uint32_t code)
+{
+    return code == 0xFFu ? __uint_as_float(NAN_BITS) : e8m0_value(code);
+}
 
 // Accumulator fragment of m64n128 (per warpgroup):
 // element i of warp w, lane (g = lane / 4, t = lane % 4) is row
