@@ -413,13 +413,13 @@ static mxfa_tensor t3(buf *b, int device, mxfa_dtype dt, int64_t n0, int64_t n1,
     return t;
 }
 
-/* Gaussian values, a channel of K sometimes twenty times larger (the case
- * that spreads a block's values over many binades). */
-static void fill_normal(buf *b, mxfa_dtype dt, int64_t rows, int64_t cols, int loud_channel)
+/* Gaussian values times 2^mag, a channel of K sometimes twenty times larger
+ * (the case that spreads a block's values over many binades). */
+static void fill_normal(buf *b, mxfa_dtype dt, int64_t rows, int64_t cols, int loud_channel, int mag)
 {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++) {
-            float v = (float)gauss() * (c == loud_channel ? 20.0f : 1.0f);
+            float v = ldexpf((float)gauss() * (c == loud_channel ? 20.0f : 1.0f), mag);
             uint32_t u;
             memcpy(&u, &v, 4);
             if (dt == MXFA_BF16) {
@@ -466,22 +466,26 @@ static int attn_case(int trial, int device, char *what, size_t what_len)
     const mxfa_dtype kin = mixed && rng_below(2) ? (in == MXFA_BF16 ? MXFA_F32 : MXFA_BF16) : in;
     const mxfa_dtype vin = mixed && rng_below(2) ? (in == MXFA_BF16 ? MXFA_F32 : MXFA_BF16) : in;
     const int loud = rng_below(3) == 0 ? (int)rng_below((uint32_t)d) : -1;
+    /* far: Q and K near 2^-64 and V near 2^-112, so that the products of
+     * their scales (and V's with P's 2^-8) fall below the normal range,
+     * where the kernel leaves its bare fma for the general promotion */
+    const int far = rng_below(4) == 0;
     snprintf(what, what_len,
              "trial %d: D %lld, %d sequences q (%d, %d, %d) k (%d, %d, %d), Hq %lld, Hkv %d, %s, %s P, %s, "
-             "%s/%s/%s in, %s out, %s memory",
+             "%s/%s/%s in%s, %s out, %s memory",
              trial, (long long)d, batch, cq[1] - cq[0], cq[2] - cq[1], cq[3] - cq[2], ck[1] - ck[0], ck[2] - ck[1],
              ck[3] - ck[2],
              (long long)hq, hkv, p.causal == MXFA_CAUSAL ? "causal" : p.causal ? "causal-plain" : "no mask",
              p.p_scale ? "dynamic" : "const",
              mxfa_preset_name(p.preset), mxfa_dtype_name(in), mxfa_dtype_name(kin), mxfa_dtype_name(vin),
-             mxfa_dtype_name(out), device ? "device" : "host");
+             far ? " (tiny)" : "", mxfa_dtype_name(out), device ? "device" : "host");
     const size_t os = mxfa_dtype_size(out);
     buf q = buf_new((size_t)(tq * hq * d) * mxfa_dtype_size(in), 0),
         k = buf_new((size_t)(tk * hkv * d) * mxfa_dtype_size(kin), 0),
         v = buf_new((size_t)(tk * hkv * d) * mxfa_dtype_size(vin), 0);
-    fill_normal(&q, in, tq * hq, d, -1);
-    fill_normal(&k, kin, tk * hkv, d, loud);
-    fill_normal(&v, vin, tk * hkv, d, -1);
+    fill_normal(&q, in, tq * hq, d, -1, far ? -64 : 0);
+    fill_normal(&k, kin, tk * hkv, d, loud, far ? -64 : 0);
+    fill_normal(&v, vin, tk * hkv, d, -1, far ? -112 : 0);
     buf o[2] = {buf_new((size_t)(tq * hq * d) * os, 0xA5), buf_new((size_t)(tq * hq * d) * os, 0xA5)};
     buf lse[2] = {buf_new((size_t)(tq * hq) * 4, 0xA5), buf_new((size_t)(tq * hq) * 4, 0xA5)};
     mxfa_ctx *ctx[2] = {cpu, gpu};

@@ -9,22 +9,19 @@
 
 namespace mxfa_gpu {
 
+// Without branches, for the softmax's inner loop: the input clamped to
+// [-127, 128] (where the reference's early returns give 0 and +Inf, the
+// clamped input gives the same through the field checks below);
+// n = floor(x + 1/2) from the sum rounded down (exact in every case, and 0
+// for |x| < 1/2, as the reference's fixed point gives it); the result's
+// exponent added as an integer, then saturated to +Inf above and flushed
+// to +0 below the normal range. A C transliteration matched mxfa_exp2 for
+// all 2^32 inputs.
 __device__ __forceinline__ float mx_exp2(float xf)
 {
-    const uint32_t x = __float_as_uint(xf);
-    if ((x & 0x7FFFFFFFu) > 0x7F800000u)
-        return xf;
-    if ((int32_t)x >= 0x43000000) // x >= 128 (and +Inf)
-        return __uint_as_float(0x7F800000u);
-    if (x > 0xC2FC0000u) // x < -126 (and -Inf)
-        return 0.0f;
-    // n = floor(x + 1/2), 0 for |x| < 1/2 (the reference takes it from the
-    // bits as a fixed-point number). For |x| >= 1/2 the fp32 sum x + 1/2 is
-    // exact, or rounds without reaching the next integer, so its floor is
-    // that n: a C transliteration of these lines gave mxfa_exp2's bits for
-    // all 2^32 inputs. (Below 1/2 the sum can round up to 1.)
-    const int32_t n = fabsf(xf) >= 0.5f ? __float2int_rd(__fadd_rn(xf, 0.5f)) : 0;
-    const float f = __fsub_rn(xf, __int2float_rn(n));
+    const float xc = fminf(fmaxf(xf, -127.0f), 128.0f); // NaN becomes -127 here, and is returned at the end
+    const float nf = floorf(__fadd_rd(xc, 0.5f));
+    const float f = __fsub_rn(xc, nf);
     float p = __uint_as_float(0x39222000u);
     p = __fmaf_rn(p, f, __uint_as_float(0x3AAFA460u));
     p = __fmaf_rn(p, f, __uint_as_float(0x3C1D950Eu));
@@ -32,13 +29,11 @@ __device__ __forceinline__ float mx_exp2(float xf)
     p = __fmaf_rn(p, f, __uint_as_float(0x3E75FDF0u));
     p = __fmaf_rn(p, f, __uint_as_float(0x3F317218u));
     p = __fmaf_rn(p, f, __uint_as_float(0x3F800000u));
-    const uint32_t pb = __float_as_uint(p);
-    const int32_t field = (int32_t)((pb >> 23) & 0xFFu) + n;
-    if (field <= 0)
-        return 0.0f;
-    if (field >= 255)
-        return __uint_as_float(0x7F800000u);
-    return __uint_as_float((pb & 0x807FFFFFu) | (uint32_t)field << 23);
+    // p in [2^-1/2, 2^1/2] and n in [-127, 128]: no wrap past the sign bit
+    int32_t r = (int32_t)__float_as_uint(p) + (int32_t)((uint32_t)(int32_t)nf << 23);
+    r = min(r, 0x7F800000);       // the field reached 255: +Inf
+    r = r < 0x00800000 ? 0 : r;   // the field fell to 0 or below: +0
+    return xf != xf ? xf : __int_as_float(r);
 }
 
 __device__ __forceinline__ float mx_log2(float xf)

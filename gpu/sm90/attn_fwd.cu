@@ -101,15 +101,53 @@ __device__ __forceinline__ int64_t unpack_row(const seq_info *seqs, int batch, b
     return j;
 }
 
+// The smallest and largest scale of a tile of 128 packed rows or keys,
+// over its real rows (the float bits, which order as the values: scales
+// are positive; a NaN scale sorts above +Inf and so only makes the range
+// fail the kernel's test). The kernel multiplies scales with a bare fma
+// where every product of the two ranges is a normal power of two, and
+// takes the general promotion elsewhere.
+struct scale_range {
+    uint32_t lo, hi;
+};
+constexpr uint32_t RANGE_EMPTY_LO = 0x7F7F7F7Fu; // above every scale (2^127 at most): the byte 0x7F repeated
+
+// The range of the block's threads' lo and hi (a multiple of 32 threads)
+// into *r: stored, or with shared: added by atomics to a range that
+// several blocks share. red: 2 x threads / 32.
+__device__ __forceinline__ void range_add(uint32_t lo, uint32_t hi, scale_range *r, bool shared, uint32_t *red)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        lo = min(lo, __shfl_xor_sync(0xFFFFFFFFu, lo, o));
+        hi = max(hi, __shfl_xor_sync(0xFFFFFFFFu, hi, o));
+    }
+    const int warps = (int)blockDim.x / 32, w = (int)threadIdx.x / 32;
+    if (threadIdx.x % 32 == 0)
+        red[2 * w] = lo, red[2 * w + 1] = hi;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int i = 1; i < warps; i++)
+            lo = min(lo, red[2 * i]), hi = max(hi, red[2 * i + 1]);
+        if (shared) {
+            atomicMin(&r->lo, lo);
+            atomicMax(&r->hi, hi);
+        } else {
+            *r = {lo, hi};
+        }
+    }
+}
+
 // Q or K: codes [H][tokens][D] and scale bytes [H][tokens][D / 32] (the
 // quantization's output) to codes [H][rows][D] and float scales
-// [H][D / 32][rows] (scale_pos_a or _b order within each 128 rows). A thread
-// per packed row; grid x over the rows / 128, y over the heads.
+// [H][D / 32][rows] (scale_pos_a or _b order within each 128 rows), and
+// each tile's scale range [H][rows / 128]. A thread per packed row; grid x
+// over the rows / 128, y over the heads.
 template <int D>
 __global__ void pack_rows(const uint8_t *codes, const uint8_t *scales, int64_t tokens, const seq_info *seqs, int batch,
-                          bool keys, uint8_t *out, float *out_scales, int64_t rows)
+                          bool keys, uint8_t *out, float *out_scales, scale_range *ranges, int64_t rows)
 {
     constexpr int DB = D / 32;
+    __shared__ uint32_t red[8];
     const int64_t p = (int64_t)blockIdx.x * 128 + threadIdx.x, h = blockIdx.y;
     int64_t token = 0;
     const bool real = unpack_row(seqs, batch, keys, p, &token) >= 0;
@@ -119,23 +157,32 @@ __global__ void pack_rows(const uint8_t *codes, const uint8_t *scales, int64_t t
     for (int i = 0; i < D / 16; i++)
         dst[i] = real ? src[i] : make_uint4(0, 0, 0, 0);
     const int pos = keys ? scale_pos_b((int)(p % 128)) : scale_pos_a((int)(p % 128));
+    uint32_t lo = RANGE_EMPTY_LO, hi = 0;
     for (int b = 0; b < DB; b++) {
         const uint32_t e = real ? scales[(h * tokens + token) * DB + b] : 0x7Fu;
-        out_scales[(h * DB + b) * rows + (p - p % 128) + pos] = scale_float(e);
+        const float f = scale_float(e);
+        out_scales[(h * DB + b) * rows + (p - p % 128) + pos] = f;
+        if (real)
+            lo = min(lo, __float_as_uint(f)), hi = max(hi, __float_as_uint(f));
     }
+    range_add(lo, hi, &ranges[h * (rows / 128) + blockIdx.x], false, red);
 }
 
 // V: codes [H][tokens][D] and col-block scales [H][vblocks][D] to V^T codes
 // [H][D][rows] (keys permuted inside each block of 32 by key_of_column,
 // zeros past a sequence's end) and float scales [H][rows / 32][D]
-// (scale_pos_b order over D). A block per 32 packed keys, a thread per
-// column of V; grid y over the heads.
+// (scale_pos_b order over D), and each 128-key tile's scale range
+// [H][rows / 128] (four blocks add to it: set to RANGE_EMPTY_LO and 0
+// before). A block per 32 packed keys, a
+// thread per column of V; grid y over the heads.
 template <int D>
 __global__ void pack_v(const uint8_t *codes, const uint8_t *scales, int64_t tokens, int64_t vblocks,
-                       const seq_info *seqs, int batch, uint8_t *out, float *out_scales, int64_t rows)
+                       const seq_info *seqs, int batch, uint8_t *out, float *out_scales, scale_range *ranges,
+                       int64_t rows)
 {
     const int64_t p0 = (int64_t)blockIdx.x * 32, h = blockIdx.y;
     const int e = (int)threadIdx.x;
+    __shared__ uint32_t red[2 * D / 32];
     uint32_t w[8] = {};
     for (int f = 0; f < 32; f++) {
         int64_t token;
@@ -149,7 +196,10 @@ __global__ void pack_v(const uint8_t *codes, const uint8_t *scales, int64_t toke
     const int64_t j = p0 - seqs[b].k_off;
     const bool real = j >= 0 && j < seqs[b].lk;
     const uint32_t s = real ? scales[(h * vblocks + seqs[b].v_block + j / 32) * D + e] : 0x7Fu;
-    out_scales[(h * (rows / 32) + p0 / 32) * D + scale_pos_b(e)] = scale_float(s);
+    const float f = scale_float(s);
+    out_scales[(h * (rows / 32) + p0 / 32) * D + scale_pos_b(e)] = f;
+    range_add(real ? __float_as_uint(f) : RANGE_EMPTY_LO, real ? __float_as_uint(f) : 0,
+              &ranges[h * (rows / 128) + p0 / 128], true, red);
 }
 
 // V as bf16 for the leak-free mask's diagonal blocks: V^T [H][D][rows]
@@ -208,6 +258,21 @@ struct p_amax {
         }
     }
 };
+// Whether every product of a scale in [lo_a, hi_a] and one in [lo_b, hi_b]
+// (powers of two) is a normal float, so that the promotion is a bare fma
+// (promote_exact's first case); false for a NaN bound.
+__device__ __forceinline__ bool normal_products(float lo_a, float hi_a, float lo_b, float hi_b)
+{
+    return __fmul_rn(lo_a, lo_b) >= 0x1p-126f && __fmul_rn(hi_a, hi_b) <= 0x1p127f;
+}
+
+// max that returns NaN when either input is NaN (the reference's row scan)
+__device__ __forceinline__ float fmax_nan(float a, float b)
+{
+    float d;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+    return d;
+}
 #endif // MXFA_SM90_CODE
 
 struct attn_out {
@@ -224,7 +289,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                   const __grid_constant__ CUtensorMap map_vt, const __grid_constant__ CUtensorMap map_qs,
                   const __grid_constant__ CUtensorMap map_ks, const __grid_constant__ CUtensorMap map_vs,
                   const __grid_constant__ CUtensorMap map_vbf,
-                  const seq_info *seqs, int batch, int group, int64_t q_rows, int64_t k_rows, float c, bool causal,
+                  const seq_info *seqs, const scale_range *q_range, const scale_range *k_range,
+                  const scale_range *v_range, int batch, int group, int64_t q_rows, int64_t k_rows, float c, bool causal,
                   bool p_dynamic, attn_out out)
 {
 #ifdef MXFA_SM90_CODE
@@ -308,10 +374,22 @@ __global__ void __launch_bounds__(THREADS, 1)
         o[i] = 0.0f;
     const fp8_fmt f8 = fp8_e4m3();
     const uint32_t wg_bar = 1 + wg;
+    // the scale ranges of the query tile and of each key tile (the next
+    // one's loaded a tile ahead)
+    const scale_range qr = q_range[h * (q_rows / BM) + (sq.q_off + r0) / BM];
+    const int64_t kt0 = hk * (k_rows / BN) + sq.k_off / BN;
+    scale_range kr = k_range[kt0], vr = v_range[kt0];
+    // the keys of a tile the thread's rows see (key <= lim and key < lk)
+    auto min64 = [](int64_t u, int64_t v) { return u < v ? u : v; };
+    const int64_t lim_min = min64(min64(lim[0], lim[1]), sq.lk - 1);
 
     bar_wait(&sh.q_full, 0);
     for (int kt = 0, s = 0, phase = 0; kt < nkt; kt++) {
         const int64_t c0 = (int64_t)kt * BN;
+        const scale_range kr_next = kt + 1 < nkt ? k_range[kt0 + kt + 1] : kr;
+        const scale_range vr_next = kt + 1 < nkt ? v_range[kt0 + kt + 1] : vr;
+        const bool fast_s = normal_products(__uint_as_float(qr.lo), __uint_as_float(qr.hi), __uint_as_float(kr.lo),
+                                            __uint_as_float(kr.hi));
         bar_wait(&sh.full[s], phase);
         const kv_stage<D> &st = sh.st[s];
 
@@ -332,6 +410,22 @@ __global__ void __launch_bounds__(THREADS, 1)
             const int db = j / 2, hf = j % 2;
             fence_regs(p);
             const float2 a = *reinterpret_cast<const float2 *>(&sh.qs[db][scale_pos_a(row0)]);
+            if (fast_s) {
+#pragma unroll
+                for (int j2 = 0; j2 < 4; j2++) {
+                    const float4 bq = *reinterpret_cast<const float4 *>(&st.ks[db][16 * (4 * hf + j2) + 4 * t]);
+                    const float bs[4] = {bq.x, bq.y, bq.z, bq.w};
+#pragma unroll
+                    for (int hj = 0; hj < 2; hj++) {
+                        const int i = 4 * (2 * j2 + hj), I = 32 * hf + i;
+                        x[I + 0] = __fmaf_rn(p[i + 0], __fmul_rn(a.x, bs[2 * hj]), x[I + 0]);
+                        x[I + 1] = __fmaf_rn(p[i + 1], __fmul_rn(a.x, bs[2 * hj + 1]), x[I + 1]);
+                        x[I + 2] = __fmaf_rn(p[i + 2], __fmul_rn(a.y, bs[2 * hj]), x[I + 2]);
+                        x[I + 3] = __fmaf_rn(p[i + 3], __fmul_rn(a.y, bs[2 * hj + 1]), x[I + 3]);
+                    }
+                }
+                return;
+            }
 #pragma unroll
             for (int j2 = 0; j2 < 4; j2++) {
                 const float4 bq = *reinterpret_cast<const float4 *>(&st.ks[db][16 * (4 * hf + j2) + 4 * t]);
@@ -365,28 +459,34 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
         }
 
-        // x = S * c, masked; the rows' maxima (NaN wins, as in the reference's scan)
-        float mx[2] = {NEG_INF, NEG_INF};
-        bool nan[2] = {false, false};
+        // x = S * c, masked (a tile the thread's rows see whole needs no
+        // test); the rows' maxima (NaN wins, as in the reference's scan)
+        if (c0 + BN - 1 <= lim_min) {
 #pragma unroll
-        for (int i = 0; i < 64; i++) {
-            const int hh = (i / 2) % 2;
-            const int64_t key = c0 + 8 * (i / 4) + 2 * t + i % 2;
-            x[i] = key <= lim[hh] && key < sq.lk ? __fmul_rn(x[i], c) : NEG_INF;
-            if (x[i] != x[i])
-                nan[hh] = true;
-            else
-                mx[hh] = fmaxf(mx[hh], x[i]);
+            for (int i = 0; i < 64; i++)
+                x[i] = __fmul_rn(x[i], c);
+        } else {
+            int see[2]; // the number of the tile's keys each row sees
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                const int64_t last = min64(lim[hh], sq.lk - 1);
+                see[hh] = last < c0 ? 0 : last - c0 >= BN ? BN : (int)(last - c0) + 1;
+            }
+#pragma unroll
+            for (int i = 0; i < 64; i++)
+                x[i] = 8 * (i / 4) + 2 * t + i % 2 < see[(i / 2) % 2] ? __fmul_rn(x[i], c) : NEG_INF;
         }
+        float mx[2] = {NEG_INF, NEG_INF};
+#pragma unroll
+        for (int i = 0; i < 64; i++)
+            mx[(i / 2) % 2] = fmax_nan(mx[(i / 2) % 2], x[i]);
         bool vis[2], grew[2];
         float alpha[2] = {1.0f, 1.0f};
 #pragma unroll
         for (int hh = 0; hh < 2; hh++) {
-            for (int o2 = 1; o2 < 4; o2 <<= 1) {
-                mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xFFFFFFFFu, mx[hh], o2));
-                nan[hh] |= __shfl_xor_sync(0xFFFFFFFFu, (int)nan[hh], o2) != 0;
-            }
-            const float m_new = m[hh] != m[hh] || nan[hh] ? __uint_as_float(NAN_BITS) : fmaxf(m[hh], mx[hh]);
+            for (int o2 = 1; o2 < 4; o2 <<= 1)
+                mx[hh] = fmax_nan(mx[hh], __shfl_xor_sync(0xFFFFFFFFu, mx[hh], o2));
+            const float m_new = m[hh] != m[hh] || mx[hh] != mx[hh] ? __uint_as_float(NAN_BITS) : fmaxf(m[hh], mx[hh]);
             vis[hh] = m_new != NEG_INF;
             grew[hh] = m_new > m[hh];
             if (grew[hh]) {
@@ -394,10 +494,13 @@ __global__ void __launch_bounds__(THREADS, 1)
                 m[hh] = m_new;
             }
         }
+        // (alpha is 1 for a row whose max did not grow: x * 1 is x, and a
+        // NaN in O stays a NaN to the end)
+        if (grew[0] || grew[1]) {
 #pragma unroll
-        for (int i = 0; i < D / 2; i++)
-            if (grew[(i / 2) % 2])
+            for (int i = 0; i < D / 2; i++)
                 o[i] = __fmul_rn(o[i], alpha[(i / 2) % 2]);
+        }
         // P = exp2((x - m) + 8), in [0, 256]
 #pragma unroll
         for (int i = 0; i < 64; i++)
@@ -432,13 +535,19 @@ __global__ void __launch_bounds__(THREADS, 1)
         // through two partials as above
         uint32_t af[BN / 32][4];
         float pscale[BN / 32][2];
+        // two P values (keys next to each other) to two E4M3 codes
+        auto cvt2 = [](float u, float v) {
+            return (uint32_t)__nv_cvt_float2_to_fp8x2(make_float2(u, v), __NV_SATFINITE, __NV_E4M3);
+        };
+        // every P is >= 0, Inf or a positive NaN, and the rule never poisons
+        // (rceil): the conversion of P / 2^scale gives the encoder's code
+        // for each (Inf saturates, NaN is 0x7F)
+        uint32_t two[BN / 32][4][2]; // [block][q][hh]: row g + 8 hh, keys 8 q + 2 t (+1) of the block
+        if (p_dynamic) {
 #pragma unroll
-        for (int kb = 0; kb < BN / 32; kb++) {
-            uint32_t code[16];
+            for (int kb = 0; kb < BN / 32; kb++)
 #pragma unroll
-            for (int hh = 0; hh < 2; hh++) {
-                block_rule rule = {0x7Fu, false, false};
-                if (p_dynamic) {
+                for (int hh = 0; hh < 2; hh++) {
                     p_amax acc;
 #pragma unroll
                     for (int q = 0; q < 4; q++) {
@@ -446,30 +555,52 @@ __global__ void __launch_bounds__(THREADS, 1)
                         acc.add(__float_as_uint(x[16 * kb + 4 * q + 2 * hh + 1]));
                     }
                     acc.reduce4();
-                    rule = rule_from_amax(f8, MXFA_PRESET_RCEIL, acc.amax, acc.nan, acc.inf);
-                }
-                // every P is >= 0, Inf or a positive NaN, and the rule never
-                // poisons (rceil): the conversion of P / 2^scale gives the
-                // encoder's code for each (Inf saturates, NaN is 0x7F)
-                const float rcp = e8m0_reciprocal(rule.scale);
+                    const block_rule rule = rule_from_amax(f8, MXFA_PRESET_RCEIL, acc.amax, acc.nan, acc.inf);
+                    const float rcp = e8m0_reciprocal(rule.scale);
 #pragma unroll
-                for (int q = 0; q < 4; q++) {
-                    const int i = 16 * kb + 4 * q + 2 * hh;
-                    const uint32_t two = (uint32_t)__nv_cvt_float2_to_fp8x2(
-                        make_float2(__fmul_rn(x[i], rcp), __fmul_rn(x[i + 1], rcp)), __NV_SATFINITE, __NV_E4M3);
-                    code[4 * q + 2 * hh] = two & 0xFFu;
-                    code[4 * q + 2 * hh + 1] = two >> 8;
+                    for (int q = 0; q < 4; q++) {
+                        const int i = 16 * kb + 4 * q + 2 * hh;
+                        two[kb][q][hh] = cvt2(__fmul_rn(x[i], rcp), __fmul_rn(x[i + 1], rcp));
+                    }
+                    const int pexp = (int)rule.scale - 127 - 8;
+                    pscale[kb][hh] = rule.scale == 0xFFu ? __uint_as_float(NAN_BITS)
+                                     : pexp >= -126      ? __uint_as_float((uint32_t)(pexp + 127) << 23)
+                                                         : __uint_as_float(1u << (pexp + 149));
                 }
-                const int pexp = (int)rule.scale - 127 - 8;
-                pscale[kb][hh] = rule.scale == 0xFFu ? __uint_as_float(NAN_BITS)
-                                 : pexp >= -126      ? __uint_as_float((uint32_t)(pexp + 127) << 23)
-                                                     : __uint_as_float(1u << (pexp + 149));
-            }
-            // A fragment: rows g and g + 8, columns 4t .. 4t + 3 and 16 + 4t ..
-            af[kb][0] = code[0] | code[1] << 8 | code[4] << 16 | code[5] << 24;
-            af[kb][1] = code[2] | code[3] << 8 | code[6] << 16 | code[7] << 24;
-            af[kb][2] = code[8] | code[9] << 8 | code[12] << 16 | code[13] << 24;
-            af[kb][3] = code[10] | code[11] << 8 | code[14] << 16 | code[15] << 24;
+        } else { // the scale 2^0 for every block, the -8 at the promotion
+#pragma unroll
+            for (int kb = 0; kb < BN / 32; kb++)
+#pragma unroll
+                for (int hh = 0; hh < 2; hh++) {
+#pragma unroll
+                    for (int q = 0; q < 4; q++)
+                        two[kb][q][hh] = cvt2(x[16 * kb + 4 * q + 2 * hh], x[16 * kb + 4 * q + 2 * hh + 1]);
+                    pscale[kb][hh] = 0x1p-8f;
+                }
+        }
+        // the A fragments: register 0 holds row g's columns 4t .. 4t + 3
+        // (keys 2t, 2t + 1, 8 + 2t, 9 + 2t), 1 row g + 8's, 2 and 3 the same
+        // rows' keys 16 higher
+#pragma unroll
+        for (int kb = 0; kb < BN / 32; kb++) {
+            af[kb][0] = two[kb][0][0] | two[kb][1][0] << 16;
+            af[kb][1] = two[kb][0][1] | two[kb][1][1] << 16;
+            af[kb][2] = two[kb][2][0] | two[kb][3][0] << 16;
+            af[kb][3] = two[kb][2][1] | two[kb][3][1] << 16;
+        }
+        // whether every P scale times every V scale of the tile is normal
+        bool fast_pv;
+        if (p_dynamic) {
+            uint32_t lo = 0xFFFFFFFFu, hi = 0;
+#pragma unroll
+            for (int kb = 0; kb < BN / 32; kb++)
+#pragma unroll
+                for (int hh = 0; hh < 2; hh++)
+                    lo = min(lo, __float_as_uint(pscale[kb][hh])), hi = max(hi, __float_as_uint(pscale[kb][hh]));
+            fast_pv = normal_products(__uint_as_float(lo), __uint_as_float(hi), __uint_as_float(vr.lo),
+                                      __uint_as_float(vr.hi));
+        } else {
+            fast_pv = normal_products(0x1p-8f, 0x1p-8f, __uint_as_float(vr.lo), __uint_as_float(vr.hi));
         }
         // product j: block j / DH of keys, columns 64 (j % DH) .. + 63 of V (V^T rows 1024-byte atoms apart)
         auto issue_pv = [&](float(&p)[32], int j) {
@@ -482,6 +613,33 @@ __global__ void __launch_bounds__(THREADS, 1)
             const int64_t kb0 = c0 + 32 * kb;
             const bool use[2] = {vis[0] && kb0 < sq.lk && kb0 <= lim[0], vis[1] && kb0 < sq.lk && kb0 <= lim[1]};
             fence_regs(p);
+            if (fast_pv && use[0] && use[1]) {
+#pragma unroll
+                for (int j2 = 0; j2 < 4; j2++) {
+                    const float4 vq = *reinterpret_cast<const float4 *>(&st.vs[kb][16 * (4 * hf + j2) + 4 * t]);
+                    const float vsc[4] = {vq.x, vq.y, vq.z, vq.w};
+                    if (p_dynamic) {
+#pragma unroll
+                        for (int hj = 0; hj < 2; hj++)
+#pragma unroll
+                            for (int e = 0; e < 4; e++) {
+                                const int i = 4 * (2 * j2 + hj) + e, I = 32 * hf + i;
+                                o[I] = __fmaf_rn(p[i], __fmul_rn(pscale[kb][e / 2], vsc[2 * hj + e % 2]), o[I]);
+                            }
+                    } else { // both rows' P scale is 2^-8: one product a column
+#pragma unroll
+                        for (int hj = 0; hj < 2; hj++)
+#pragma unroll
+                            for (int e2 = 0; e2 < 2; e2++) {
+                                const float sc = __fmul_rn(0x1p-8f, vsc[2 * hj + e2]);
+                                const int i = 4 * (2 * j2 + hj) + e2, I = 32 * hf + i;
+                                o[I] = __fmaf_rn(p[i], sc, o[I]);
+                                o[I + 2] = __fmaf_rn(p[i + 2], sc, o[I + 2]);
+                            }
+                    }
+                }
+                return;
+            }
 #pragma unroll
             for (int j2 = 0; j2 < 4; j2++) {
                 const float4 vq = *reinterpret_cast<const float4 *>(&st.vs[kb][16 * (4 * hf + j2) + 4 * t]);
@@ -575,6 +733,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         bar_arrive(&sh.empty[s]); // this thread is done with the stage
         if (++s == STAGES)
             s = 0, phase ^= 1;
+        kr = kr_next, vr = vr_next;
     }
 
     // O = O / l, LSE = (m + log2 l) ln 2; rows that saw nothing: 0 and -Inf
@@ -643,7 +802,9 @@ template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, 
         (size_t)(hkv * tk * DB),       (size_t)(hkv * tk * D),           (size_t)(hkv * vblocks * D),
         (size_t)(hq * q_rows * D),     (size_t)(hq * DB * q_rows) * 4,   (size_t)(hkv * k_rows * D),
         (size_t)(hkv * DB * k_rows) * 4, (size_t)(hkv * D * k_rows),     (size_t)(hkv * (k_rows / 32) * D) * 4,
-        sizeof(seq_info) * (size_t)batch, LEAK ? (size_t)(hkv * D * k_rows) * 2 : 16};
+        sizeof(seq_info) * (size_t)batch, LEAK ? (size_t)(hkv * D * k_rows) * 2 : 16,
+        sizeof(scale_range) * (size_t)(hq * (q_rows / BM)), sizeof(scale_range) * (size_t)(hkv * (k_rows / BN)),
+        sizeof(scale_range) * (size_t)(hkv * (k_rows / BN))};
     constexpr int NBUF = sizeof sizes / sizeof sizes[0];
     size_t total = 0, at[NBUF];
     for (int i = 0; i < NBUF; i++) {
@@ -662,6 +823,9 @@ template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, 
           *vf = reinterpret_cast<float *>(base + at[11]);
     seq_info *dseqs = reinterpret_cast<seq_info *>(base + at[12]);
     uint16_t *vbf = reinterpret_cast<uint16_t *>(base + at[13]);
+    scale_range *q_range = reinterpret_cast<scale_range *>(base + at[14]),
+                *k_range = reinterpret_cast<scale_range *>(base + at[15]),
+                *v_range = reinterpret_cast<scale_range *>(base + at[16]);
     // from pageable memory: the copy has taken the bytes when it returns
     e = cudaMemcpyAsync(dseqs, seqs, sizeof(seq_info) * (size_t)batch, cudaMemcpyHostToDevice, stream);
     mxfa_segment *vsegs = static_cast<mxfa_segment *>(malloc(sizeof(mxfa_segment) * (size_t)batch));
@@ -694,12 +858,17 @@ template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, 
     if (e != cudaSuccess)
         return e;
     pack_rows<D><<<dim3((unsigned)(q_rows / 128), (unsigned)hq), 128, 0, stream>>>(qc, qsb, tq, dseqs, batch, false, qp,
-                                                                                qf, q_rows);
+                                                                                qf, q_range, q_rows);
     if (tk > 0) {
         pack_rows<D><<<dim3((unsigned)(k_rows / 128), (unsigned)hkv), 128, 0, stream>>>(kc, ksb, tk, dseqs, batch, true,
-                                                                                     kp, kf, k_rows);
+                                                                                     kp, kf, k_range, k_rows);
+        // V's ranges start empty: lo above every scale (bytes 0x7F), hi 0
+        const size_t nv = (size_t)(hkv * (k_rows / BN));
+        if ((e = cudaMemsetAsync(v_range, 0, sizeof(scale_range) * nv, stream)) != cudaSuccess ||
+            (e = cudaMemset2DAsync(v_range, sizeof(scale_range), 0x7F, sizeof(uint32_t), nv, stream)) != cudaSuccess)
+            return e;
         pack_v<D><<<dim3((unsigned)(k_rows / 32), (unsigned)hkv), D, 0, stream>>>(vc, vsb, tk, vblocks, dseqs, batch, vt,
-                                                                              vf, k_rows);
+                                                                              vf, v_range, k_rows);
         if (LEAK)
             pack_v_bf16<D><<<dim3((unsigned)(k_rows / 32), (unsigned)hkv), D, 0, stream>>>(a.v, dseqs, batch, vbf,
                                                                                         k_rows);
@@ -735,8 +904,8 @@ template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, 
     const float c = a.softmax_scale * log2e; // one fp32 product, as the reference computes it
     const attn_out out = {a.o.base, a.o.s0, a.o.s1, a.o.s2, a.o.dtype == MXFA_BF16, a.lse, a.ls0, a.ls1};
     attn_fwd_sm90<D, LEAK><<<dim3((unsigned)tiles, (unsigned)hq), THREADS, SMEM_BYTES<D, LEAK>, stream>>>(
-        maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], maps[6], dseqs, batch, (int)(hq / hkv), q_rows, k_rows, c,
-        a.causal, a.p_dynamic, out);
+        maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], maps[6], dseqs, q_range, k_range, v_range, batch,
+        (int)(hq / hkv), q_rows, k_rows, c, a.causal, a.p_dynamic, out);
     return cudaGetLastError();
 }
 
