@@ -1,7 +1,8 @@
-// The library's exp2 and log2 on the device, the same operations as
-// cpu/ref/exp2.c in the same order (integer range reduction, the fixed
-// polynomials by explicit fmas, correctly rounded fp32 arithmetic), so that
-// they give the same bits; the module is compiled with -fmad=false.
+// The library's exp2 and log2 on the device, the same bits as
+// cpu/ref/exp2.c: the same fixed polynomials by explicit fmas in the same
+// order and correctly rounded fp32 arithmetic (the module is compiled with
+// -fmad=false). log2 follows the reference line by line; exp2 reaches the
+// same range reduction and result without branches.
 #ifndef MXFA_GPU_EXP2_CUH
 #define MXFA_GPU_EXP2_CUH
 
