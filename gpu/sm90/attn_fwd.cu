@@ -137,21 +137,21 @@ __device__ __forceinline__ void range_add(uint32_t lo, uint32_t hi, scale_range 
     }
 }
 
-// Q or K: codes [H][tokens][D] and scale bytes [H][tokens][D / 32] (the
+// Q or K: codes [tokens][H][D] and scale bytes [tokens][H][D / 32] (the
 // quantization's output) to codes [H][rows][D] and float scales
 // [H][D / 32][rows] (scale_pos_a or _b order within each 128 rows), and
 // each tile's scale range [H][rows / 128]. A thread per packed row; grid x
 // over the rows / 128, y over the heads.
 template <int D>
-__global__ void pack_rows(const uint8_t *codes, const uint8_t *scales, int64_t tokens, const seq_info *seqs, int batch,
-                          bool keys, uint8_t *out, float *out_scales, scale_range *ranges, int64_t rows)
+__global__ void pack_rows(const uint8_t *codes, const uint8_t *scales, const seq_info *seqs, int batch, bool keys, uint8_t *out, float *out_scales, scale_range *ranges, int64_t rows)
 {
     constexpr int DB = D / 32;
     __shared__ uint32_t red[8];
     const int64_t p = (int64_t)blockIdx.x * 128 + threadIdx.x, h = blockIdx.y;
     int64_t token = 0;
     const bool real = unpack_row(seqs, batch, keys, p, &token) >= 0;
-    const uint4 *src = reinterpret_cast<const uint4 *>(codes + (h * tokens + token) * D);
+    const int64_t heads = gridDim.y;
+    const uint4 *src = reinterpret_cast<const uint4 *>(codes + (token * heads + h) * D);
     uint4 *dst = reinterpret_cast<uint4 *>(out + (h * rows + p) * D);
 #pragma unroll
     for (int i = 0; i < D / 16; i++)
@@ -159,7 +159,7 @@ __global__ void pack_rows(const uint8_t *codes, const uint8_t *scales, int64_t t
     const int pos = keys ? scale_pos_b((int)(p % 128)) : scale_pos_a((int)(p % 128));
     uint32_t lo = RANGE_EMPTY_LO, hi = 0;
     for (int b = 0; b < DB; b++) {
-        const uint32_t e = real ? scales[(h * tokens + token) * DB + b] : 0x7Fu;
+        const uint32_t e = real ? scales[(token * heads + h) * DB + b] : 0x7Fu;
         const float f = scale_float(e);
         out_scales[(h * DB + b) * rows + (p - p % 128) + pos] = f;
         if (real)
@@ -168,7 +168,7 @@ __global__ void pack_rows(const uint8_t *codes, const uint8_t *scales, int64_t t
     range_add(lo, hi, &ranges[h * (rows / 128) + blockIdx.x], false, red);
 }
 
-// V: codes [H][tokens][D] and col-block scales [H][vblocks][D] to V^T codes
+// V: codes [tokens][H][D] and col-block scales [vblocks][H][D] to V^T codes
 // [H][D][rows] (keys permuted inside each block of 32 by key_of_column,
 // zeros past a sequence's end) and float scales [H][rows / 32][D]
 // (scale_pos_b order over D), and each 128-key tile's scale range
@@ -176,18 +176,17 @@ __global__ void pack_rows(const uint8_t *codes, const uint8_t *scales, int64_t t
 // before). A block per 32 packed keys, a
 // thread per column of V; grid y over the heads.
 template <int D>
-__global__ void pack_v(const uint8_t *codes, const uint8_t *scales, int64_t tokens, int64_t vblocks,
-                       const seq_info *seqs, int batch, uint8_t *out, float *out_scales, scale_range *ranges,
+__global__ void pack_v(const uint8_t *codes, const uint8_t *scales, const seq_info *seqs, int batch, uint8_t *out, float *out_scales, scale_range *ranges,
                        int64_t rows)
 {
-    const int64_t p0 = (int64_t)blockIdx.x * 32, h = blockIdx.y;
+    const int64_t p0 = (int64_t)blockIdx.x * 32, h = blockIdx.y, heads = gridDim.y;
     const int e = (int)threadIdx.x;
     __shared__ uint32_t red[2 * D / 32];
     uint32_t w[8] = {};
     for (int f = 0; f < 32; f++) {
         int64_t token;
         if (unpack_row(seqs, batch, true, p0 + key_of_column(f), &token) >= 0)
-            w[f / 4] |= (uint32_t)codes[(h * tokens + token) * D + e] << (8 * (f % 4));
+            w[f / 4] |= (uint32_t)codes[(token * heads + h) * D + e] << (8 * (f % 4));
     }
     uint4 *dst = reinterpret_cast<uint4 *>(out + (h * D + e) * rows + p0);
     dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
@@ -195,7 +194,7 @@ __global__ void pack_v(const uint8_t *codes, const uint8_t *scales, int64_t toke
     const int b = last_at_or_below(batch, p0, [&](int s) { return seqs[s].k_off; });
     const int64_t j = p0 - seqs[b].k_off;
     const bool real = j >= 0 && j < seqs[b].lk;
-    const uint32_t s = real ? scales[(h * vblocks + seqs[b].v_block + j / 32) * D + e] : 0x7Fu;
+    const uint32_t s = real ? scales[((seqs[b].v_block + j / 32) * heads + h) * D + e] : 0x7Fu;
     const float f = scale_float(s);
     out_scales[(h * (rows / 32) + p0 / 32) * D + scale_pos_b(e)] = f;
     range_add(real ? __float_as_uint(f) : RANGE_EMPTY_LO, real ? __float_as_uint(f) : 0,
@@ -835,39 +834,57 @@ template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, 
         vsegs[b] = {seqs[b].k0, seqs[b].lk, seqs[b].v_block};
     free(seqs);
 
-    // quantization, a head at a time (the heads' views are 2-D)
-    // Q, K and V may each be fp32 or bf16
+    // quantization into codes [tokens][H][D] and scales [tokens][H][D / 32]
+    // (Q, K) or [vblocks][H][D] (V): one launch when the heads of a token
+    // (Q, K) or the columns of all heads (V) are evenly spaced, as in a
+    // packed [tokens][H][D] tensor, else a head at a time (the quantizer's
+    // views are 2-D). Q, K and V may each be fp32 or bf16.
+    auto esz = [](const nd3 &x) { return (int64_t)(x.dtype == MXFA_BF16 ? 2 : 4); };
     auto head = [&](const nd3 &x, int64_t hh) {
-        return dview{x.base + hh * x.s1 * (x.dtype == MXFA_BF16 ? 2 : 4), x.n0, D, x.s0, x.s2, x.dtype};
+        return dview{x.base + hh * x.s1 * esz(x), x.n0, D, x.s0, x.s2, x.dtype};
+    };
+    auto rows = [&](const nd3 &x, int64_t heads, const mxfa_segment *seg, uint8_t *codes, uint8_t *sc) {
+        const int64_t n = x.n0;
+        if (x.s0 == heads * x.s1)
+            return launch_quantize(dview{x.base, n * heads, D, x.s1, x.s2, x.dtype}, seg, 1, a.preset, MXFA_BLOCK_ROW,
+                                   dview{codes, n * heads, D, D, 1, MXFA_E4M3},
+                                   dview{sc, n * heads, DB, DB, 1, MXFA_E8M0}, stream);
+        cudaError_t r = cudaSuccess;
+        for (int64_t hh = 0; hh < heads && r == cudaSuccess; hh++)
+            r = launch_quantize(head(x, hh), seg, 1, a.preset, MXFA_BLOCK_ROW,
+                                dview{codes + hh * D, n, D, heads * D, 1, MXFA_E4M3},
+                                dview{sc + hh * DB, n, DB, heads * DB, 1, MXFA_E8M0}, stream);
+        return r;
     };
     const mxfa_segment all_q = {0, tq, 0}, all_k = {0, tk, 0};
-    for (int64_t hh = 0; hh < hq && e == cudaSuccess; hh++)
-        e = launch_quantize(head(a.q, hh), &all_q, 1, a.preset, MXFA_BLOCK_ROW,
-                            dview{qc + hh * tq * D, tq, D, D, 1, MXFA_E4M3},
-                            dview{qsb + hh * tq * DB, tq, DB, DB, 1, MXFA_E8M0}, stream);
-    for (int64_t hh = 0; hh < hkv && tk > 0 && e == cudaSuccess; hh++) {
-        e = launch_quantize(head(a.k, hh), &all_k, 1, a.preset, MXFA_BLOCK_ROW,
-                            dview{kc + hh * tk * D, tk, D, D, 1, MXFA_E4M3},
-                            dview{ksb + hh * tk * DB, tk, DB, DB, 1, MXFA_E8M0}, stream);
-        if (e == cudaSuccess)
+    if (e == cudaSuccess)
+        e = rows(a.q, hq, &all_q, qc, qsb);
+    if (e == cudaSuccess && tk > 0)
+        e = rows(a.k, hkv, &all_k, kc, ksb);
+    if (e == cudaSuccess && tk > 0 && a.v.s1 == D * a.v.s2) {
+        e = launch_quantize(dview{a.v.base, tk, hkv * D, a.v.s0, a.v.s2, a.v.dtype}, vsegs, batch, a.preset,
+                            MXFA_BLOCK_COL, dview{vc, tk, hkv * D, hkv * D, 1, MXFA_E4M3},
+                            dview{vsb, vblocks, hkv * D, hkv * D, 1, MXFA_E8M0}, stream);
+    } else {
+        for (int64_t hh = 0; hh < hkv && tk > 0 && e == cudaSuccess; hh++)
             e = launch_quantize(head(a.v, hh), vsegs, batch, a.preset, MXFA_BLOCK_COL,
-                                dview{vc + hh * tk * D, tk, D, D, 1, MXFA_E4M3},
-                                dview{vsb + hh * vblocks * D, vblocks, D, D, 1, MXFA_E8M0}, stream);
+                                dview{vc + hh * D, tk, D, hkv * D, 1, MXFA_E4M3},
+                                dview{vsb + hh * D, vblocks, D, hkv * D, 1, MXFA_E8M0}, stream);
     }
     free(vsegs);
     if (e != cudaSuccess)
         return e;
-    pack_rows<D><<<dim3((unsigned)(q_rows / 128), (unsigned)hq), 128, 0, stream>>>(qc, qsb, tq, dseqs, batch, false, qp,
+    pack_rows<D><<<dim3((unsigned)(q_rows / 128), (unsigned)hq), 128, 0, stream>>>(qc, qsb, dseqs, batch, false, qp,
                                                                                 qf, q_range, q_rows);
     if (tk > 0) {
-        pack_rows<D><<<dim3((unsigned)(k_rows / 128), (unsigned)hkv), 128, 0, stream>>>(kc, ksb, tk, dseqs, batch, true,
+        pack_rows<D><<<dim3((unsigned)(k_rows / 128), (unsigned)hkv), 128, 0, stream>>>(kc, ksb, dseqs, batch, true,
                                                                                      kp, kf, k_range, k_rows);
         // V's ranges start empty: lo above every scale (bytes 0x7F), hi 0
         const size_t nv = (size_t)(hkv * (k_rows / BN));
         if ((e = cudaMemsetAsync(v_range, 0, sizeof(scale_range) * nv, stream)) != cudaSuccess ||
             (e = cudaMemset2DAsync(v_range, sizeof(scale_range), 0x7F, sizeof(uint32_t), nv, stream)) != cudaSuccess)
             return e;
-        pack_v<D><<<dim3((unsigned)(k_rows / 32), (unsigned)hkv), D, 0, stream>>>(vc, vsb, tk, vblocks, dseqs, batch, vt,
+        pack_v<D><<<dim3((unsigned)(k_rows / 32), (unsigned)hkv), D, 0, stream>>>(vc, vsb, dseqs, batch, vt,
                                                                               vf, v_range, k_rows);
         if (LEAK)
             pack_v_bf16<D><<<dim3((unsigned)(k_rows / 32), (unsigned)hkv), D, 0, stream>>>(a.v, dseqs, batch, vbf,
