@@ -1,0 +1,991 @@
+// MXFP8 attention forward on Hopper under the sm90-fp8 model, bit for bit
+// the algorithm of cpu/ref/attn_fwd.c (SPEC section 6) with its geometry of
+// 128-row query tiles and 128-key tiles.
+//
+// Before the kernel: Q and K are quantized along D (row blocks), V along
+// the keys (col blocks restarting at every sequence), each head by the
+// backend's quantization kernels; then packed so that every sequence starts
+// on a 128-row boundary of its head's rows (zeros between): Q and K codes
+// [heads][rows][D], V transposed to [heads][D][keys], and the scales as
+// floats 2^(e - 127) in the order the threads read them. Inside each block
+// of 32 keys, V's keys are stored in the order in which a thread's share of
+// the score accumulator becomes its share of the A operand of P * V
+// (`key_of_column`): the products of one block are summed as a set, so the
+// order within it changes nothing, and P never moves between threads.
+//
+// The kernel: one CTA per (query tile, query head), a producer warpgroup
+// (tensor-memory-accelerator copies of the Q tile once, then K, V^T and
+// their scales per key tile through two stages) and two consumer
+// warpgroups of 64 query rows. Per key tile a consumer warpgroup makes S
+// block by block (one wgmma k32 into a zero accumulator, then the exact
+// promotion), the online softmax with the library's exp2, the row sums in
+// key order (one thread a row, over the tile's P in shared memory, as the
+// reference adds them), P quantized in registers, and O += P V block by
+// block (wgmma k32 with P from registers, then the promotion).
+//
+// It takes D = 64 (Q and K in 64-byte swizzle) and 128, no mask, the plain
+// causal mask or the leak-free one (whose diagonal blocks take P / 256 and
+// V in bf16, two wgmma k16 steps on O itself, as the reference does), const
+// or dynamic P; the backend refuses the rest. S and
+// P * V go as m64n64k32 products through two partials, one promoted while
+// the next runs; the row sums still stop each warpgroup once a tile.
+#ifndef MXFA_GPU_SM90_ATTN_FWD_CUH
+#define MXFA_GPU_SM90_ATTN_FWD_CUH
+
+#include "exp2.cuh"
+#include "hopper.cuh"
+#include "mx.cuh"
+#include "wgmma.cuh"
+
+namespace mxfa_gpu {
+namespace {
+
+using namespace sm90;
+
+constexpr int BM = 128, BN = 128;
+// K and V stages in the ring: two, one at D = 256 (whose stage of 72 KiB
+// beside the rest leaves no room for a second)
+template <int D> constexpr int STAGES = D == 256 ? 1 : 2;
+// Q and K rows in panels of PW bytes (D-byte swizzle up to 128 bytes;
+// D = 256 in two 128-byte panels, each a TMA box of its own)
+template <int D> constexpr int PW = D < 128 ? D : 128;
+constexpr int CONSUMERS = 2, THREADS = (CONSUMERS + 1) * 128;
+
+// One sequence of the batch: where its tokens are in the caller's tensors,
+// where its rows start in the packed ones, and its first query tile.
+struct seq_info {
+    int64_t q0, k0;       // first token in q and in k, v
+    int64_t lq, lk;       // lengths
+    int64_t q_off, k_off; // first packed row (multiples of 128)
+    int64_t v_block;      // first row of its V scales (col blocks of 32 keys)
+    int first_tile;       // its first query tile in the grid
+};
+
+// The key of column f (0..31) of a 32-key block as P * V's A operand holds
+// it: thread t's columns 4t .. 4t + 3 and 16 + 4t .. are the keys 2t, 2t + 1,
+// 8 + 2t, 9 + 2t (and 16 more) that its score accumulator holds.
+__host__ __device__ constexpr int key_of_column(int f)
+{
+    return (f / 16) * 16 + 8 * ((f % 4) / 2) + 2 * ((f % 16) / 4) + f % 2;
+}
+
+// The smallest and largest scale of a tile of 128 packed rows or keys,
+// over its real rows (the float bits, which order as the values: scales
+// are positive; a NaN scale sorts above +Inf and so only makes the range
+// fail the kernel's test). The kernel multiplies scales with a bare fma
+// where every product of the two ranges is a normal power of two, and
+// takes the general promotion elsewhere.
+struct scale_range {
+    uint32_t lo, hi;
+};
+constexpr uint32_t RANGE_EMPTY_LO = 0x7F7F7F7Fu; // above every scale (2^127 at most): the byte 0x7F repeated
+
+template <int D> struct kv_stage {
+    static constexpr int DB = D / 32;
+    uint8_t k[BN * D];   // 128 keys x D bytes, panels of PW bytes in PW-byte swizzle
+    uint8_t vt[D * BN];  // 128 columns of V x 128 keys, 128-byte swizzle
+    float ks[DB][BN];    // K's scales per block of D, scale_pos_b order over the keys
+    float vs[BN / 32][D]; // V's scales per block of keys, scale_pos_b order over D
+};
+
+// LEAK: the leak-free causal mask, whose diagonal blocks take P * V in
+// bf16; their V comes in as bf16 panels of 64 keys (128 bytes) x D.
+template <int D, bool LEAK> struct __align__(1024) attn_shared {
+    static constexpr int DB = D / 32;
+    uint8_t q[BM * D]; // as K's stage
+    kv_stage<D> st[STAGES<D>];
+    float qs[DB][BM];              // Q's scales per block of D, scale_pos_a order over the rows
+    float psum[CONSUMERS][64][BN + 1]; // a tile's P, a row per query (+1 against bank conflicts)
+    float alpha[CONSUMERS][64];
+    int flags[CONSUMERS][64]; // 1: the row sees a key of the tile; 2: its max grew
+    float l_final[CONSUMERS][64];
+    scale_range krange[STAGES<D>], vrange[STAGES<D>]; // the stage's K and V scale ranges
+    uint64_t q_full, full[STAGES<D>], empty[STAGES<D>];
+    alignas(1024) uint16_t vbf[LEAK ? STAGES<D> : 1][2][LEAK ? D * 64 : 8];
+};
+static_assert(sizeof(kv_stage<64>) % 1024 == 0 && sizeof(kv_stage<128>) % 1024 == 0 &&
+                  sizeof(kv_stage<256>) % 1024 == 0,
+              "stages stay 1024-byte aligned");
+
+template <int D, bool LEAK> constexpr size_t SMEM_BYTES = sizeof(attn_shared<D, LEAK>) + 1024;
+
+// ---- packing (before the kernel) ----
+
+// The sequence that packed row p (of a head) belongs to and its row in it,
+// or -1 for padding. off: first packed row of each sequence; len: lengths.
+__device__ __forceinline__ int64_t unpack_row(const seq_info *seqs, int batch, bool keys, int64_t p, int64_t *token)
+{
+    const int b = last_at_or_below(batch, p, [&](int s) { return keys ? seqs[s].k_off : seqs[s].q_off; });
+    const int64_t j = p - (keys ? seqs[b].k_off : seqs[b].q_off), len = keys ? seqs[b].lk : seqs[b].lq;
+    if (j < 0 || j >= len)
+        return -1;
+    *token = (keys ? seqs[b].k0 : seqs[b].q0) + j;
+    return j;
+}
+
+
+// The range of the block's threads' lo and hi (a multiple of 32 threads)
+// into *r: stored, or with shared: added by atomics to a range that
+// several blocks share. red: 2 x threads / 32.
+__device__ __forceinline__ void range_add(uint32_t lo, uint32_t hi, scale_range *r, bool shared, uint32_t *red)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        lo = min(lo, __shfl_xor_sync(0xFFFFFFFFu, lo, o));
+        hi = max(hi, __shfl_xor_sync(0xFFFFFFFFu, hi, o));
+    }
+    const int warps = (int)blockDim.x / 32, w = (int)threadIdx.x / 32;
+    if (threadIdx.x % 32 == 0)
+        red[2 * w] = lo, red[2 * w + 1] = hi;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int i = 1; i < warps; i++)
+            lo = min(lo, red[2 * i]), hi = max(hi, red[2 * i + 1]);
+        if (shared) {
+            atomicMin(&r->lo, lo);
+            atomicMax(&r->hi, hi);
+        } else {
+            *r = {lo, hi};
+        }
+    }
+}
+
+// Q or K: codes [tokens][H][D] and scale bytes [tokens][H][D / 32] (the
+// quantization's output) to codes [H][rows][D] and float scales
+// [H][D / 32][rows] (scale_pos_a or _b order within each 128 rows), and
+// each tile's scale range [H][rows / 128]. A thread per packed row; grid x
+// over the rows / 128, y over the heads.
+template <int D>
+__global__ void pack_rows(const uint8_t *codes, const uint8_t *scales, const seq_info *seqs, int batch, bool keys, uint8_t *out, float *out_scales, scale_range *ranges, int64_t rows)
+{
+    constexpr int DB = D / 32;
+    __shared__ uint32_t red[8];
+    const int64_t p = (int64_t)blockIdx.x * 128 + threadIdx.x, h = blockIdx.y;
+    int64_t token = 0;
+    const bool real = unpack_row(seqs, batch, keys, p, &token) >= 0;
+    const int64_t heads = gridDim.y;
+    const uint4 *src = reinterpret_cast<const uint4 *>(codes + (token * heads + h) * D);
+    uint4 *dst = reinterpret_cast<uint4 *>(out + (h * rows + p) * D);
+#pragma unroll
+    for (int i = 0; i < D / 16; i++)
+        dst[i] = real ? src[i] : make_uint4(0, 0, 0, 0);
+    const int pos = keys ? scale_pos_b((int)(p % 128)) : scale_pos_a((int)(p % 128));
+    uint32_t lo = RANGE_EMPTY_LO, hi = 0;
+    for (int b = 0; b < DB; b++) {
+        const uint32_t e = real ? scales[(token * heads + h) * DB + b] : 0x7Fu;
+        const float f = scale_float(e);
+        out_scales[(h * DB + b) * rows + (p - p % 128) + pos] = f;
+        if (real)
+            lo = min(lo, __float_as_uint(f)), hi = max(hi, __float_as_uint(f));
+    }
+    range_add(lo, hi, &ranges[h * (rows / 128) + blockIdx.x], false, red);
+}
+
+// V: codes [tokens][H][D] and col-block scales [vblocks][H][D] to V^T codes
+// [H][D][rows] (keys permuted inside each block of 32 by key_of_column,
+// zeros past a sequence's end) and float scales [H][rows / 32][D]
+// (scale_pos_b order over D), and each 128-key tile's scale range
+// [H][rows / 128] (four blocks add to it: set to RANGE_EMPTY_LO and 0
+// before). A block per 32 packed keys, a
+// thread per column of V; grid y over the heads.
+template <int D>
+__global__ void pack_v(const uint8_t *codes, const uint8_t *scales, const seq_info *seqs, int batch, uint8_t *out, float *out_scales, scale_range *ranges,
+                       int64_t rows)
+{
+    const int64_t p0 = (int64_t)blockIdx.x * 32, h = blockIdx.y, heads = gridDim.y;
+    const int e = (int)threadIdx.x;
+    __shared__ uint32_t red[2 * D / 32];
+    uint32_t w[8] = {};
+    for (int f = 0; f < 32; f++) {
+        int64_t token;
+        if (unpack_row(seqs, batch, true, p0 + key_of_column(f), &token) >= 0)
+            w[f / 4] |= (uint32_t)codes[(token * heads + h) * D + e] << (8 * (f % 4));
+    }
+    uint4 *dst = reinterpret_cast<uint4 *>(out + (h * D + e) * rows + p0);
+    dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
+    dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
+    const int b = last_at_or_below(batch, p0, [&](int s) { return seqs[s].k_off; });
+    const int64_t j = p0 - seqs[b].k_off;
+    const bool real = j >= 0 && j < seqs[b].lk;
+    const uint32_t s = real ? scales[((seqs[b].v_block + j / 32) * heads + h) * D + e] : 0x7Fu;
+    const float f = scale_float(s);
+    out_scales[(h * (rows / 32) + p0 / 32) * D + scale_pos_b(e)] = f;
+    range_add(real ? __float_as_uint(f) : RANGE_EMPTY_LO, real ? __float_as_uint(f) : 0,
+              &ranges[h * (rows / 128) + p0 / 128], true, red);
+}
+
+// V as bf16 for the leak-free mask's diagonal blocks: V^T [H][D][rows]
+// (keys in their own order, zeros past a sequence's end), each value the
+// input's rounded to nearest even. A block per 32 packed keys, a thread per
+// column; grid y over the heads.
+template <int D>
+__global__ void pack_v_bf16(nd3 v, const seq_info *seqs, int batch, uint16_t *out, int64_t rows)
+{
+    const int64_t p0 = (int64_t)blockIdx.x * 32, h = blockIdx.y;
+    const int e = (int)threadIdx.x;
+    uint32_t w[16] = {};
+    for (int j = 0; j < 32; j++) {
+        int64_t token;
+        if (unpack_row(seqs, batch, true, p0 + j, &token) < 0)
+            continue;
+        const int64_t at = token * v.s0 + h * v.s1 + (int64_t)e * v.s2;
+        const uint32_t bf = v.dtype == MXFA_BF16 ? reinterpret_cast<const uint16_t *>(v.base)[at]
+                                                 : f32_to_bf16(reinterpret_cast<const uint32_t *>(v.base)[at]);
+        w[j / 2] |= bf << (16 * (j % 2));
+    }
+    uint4 *dst = reinterpret_cast<uint4 *>(out + (h * D + e) * rows + p0);
+    for (int i = 0; i < 4; i++)
+        dst[i] = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+}
+
+// ---- the kernel ----
+
+#ifdef MXFA_SM90_CODE
+constexpr float NEG_INF = -__builtin_huge_valf();
+constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
+
+// A row's block of 32 P values spread over the four threads of a quad:
+// the largest |x| bits (NaN ignored), and whether it holds NaN or Inf.
+struct p_amax {
+    uint32_t amax = 0;
+    bool nan = false, inf = false;
+    __device__ __forceinline__ void add(uint32_t x)
+    {
+        const uint32_t a = x & 0x7FFFFFFFu;
+        if (a > kF32Inf) {
+            nan = true;
+            return;
+        }
+        inf |= a == kF32Inf;
+        amax = a > amax ? a : amax;
+    }
+    __device__ __forceinline__ void reduce4()
+    {
+        for (int o = 1; o < 4; o <<= 1) {
+            const uint32_t a = __shfl_xor_sync(0xFFFFFFFFu, amax, o);
+            const int fl = __shfl_xor_sync(0xFFFFFFFFu, (int)nan | (int)inf << 1, o);
+            amax = a > amax ? a : amax;
+            nan |= fl & 1;
+            inf |= (fl >> 1) & 1;
+        }
+    }
+};
+// Whether every product of a scale in [lo_a, hi_a] and one in [lo_b, hi_b]
+// (powers of two) is a normal float, so that the promotion is a bare fma
+// (promote_exact's first case); false for a NaN bound.
+__device__ __forceinline__ bool normal_products(float lo_a, float hi_a, float lo_b, float hi_b)
+{
+    return __fmul_rn(lo_a, lo_b) >= 0x1p-126f && __fmul_rn(hi_a, hi_b) <= 0x1p127f;
+}
+
+// max that returns NaN when either input is NaN (the reference's row scan)
+__device__ __forceinline__ float fmax_nan(float a, float b)
+{
+    float d;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+    return d;
+}
+#endif // MXFA_SM90_CODE
+
+struct attn_out {
+    uint8_t *o;
+    int64_t os0, os1, os2; // elements
+    bool o_bf16;
+    float *lse; // may be null
+    int64_t ls0, ls1;
+};
+
+template <int D, bool LEAK>
+__global__ void __launch_bounds__(THREADS, 1)
+    attn_fwd_sm90(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+                  const __grid_constant__ CUtensorMap map_vt, const __grid_constant__ CUtensorMap map_qs,
+                  const __grid_constant__ CUtensorMap map_ks, const __grid_constant__ CUtensorMap map_vs,
+                  const __grid_constant__ CUtensorMap map_vbf,
+                  const seq_info *seqs, const scale_range *q_range, const scale_range *k_range,
+                  const scale_range *v_range, int batch, int group, int64_t q_rows, int64_t k_rows, float c, bool causal,
+                  bool p_dynamic, attn_out out)
+{
+#ifdef MXFA_SM90_CODE
+    constexpr int DB = D / 32, DH = D / 64; // blocks of D; halves of 64 columns of O
+    extern __shared__ uint8_t raw[];
+    attn_shared<D, LEAK> &sh = aligned_shared<attn_shared<D, LEAK>>(raw);
+    // Q and K rows of D bytes in D-byte swizzle
+    auto desc_qk = [](const uint8_t *ptr) { return PW<D> == 128 ? desc_sw128(ptr) : desc_sw64(ptr); };
+    // block db of D of row r of a Q or K tile of `rows` rows in panels
+    auto qk_at = [](const uint8_t *tile, int rows, int r, int db) {
+        return tile + (db * 32 / PW<D>) * rows * PW<D> + r * PW<D> + db * 32 % PW<D>;
+    };
+    const int tile = (int)blockIdx.x, h = (int)blockIdx.y, hk = h / group;
+    const int b = last_at_or_below(batch, tile, [&](int s) { return seqs[s].first_tile; });
+    const seq_info sq = seqs[b];
+    // positions in a sequence are ints (the offsets are int32); a row's
+    // key limit (the last key it sees, bottom-right causal) is clamped to
+    // [-1, lk - 1], which keeps every comparison with a key of the sequence
+    const int lq = (int)sq.lq, lk = (int)sq.lk;
+    auto limit = [&](int i) { // the key limit of row i
+        const int64_t v = causal ? (int64_t)i + lk - lq : lk - 1;
+        return (int)(v < -1 ? -1 : v > lk - 1 ? lk - 1 : v);
+    };
+    const int r0 = (tile - sq.first_tile) * BM, nr = lq - r0 < BM ? lq - r0 : BM;
+    const int lim_first = limit(r0), lim_last = limit(r0 + nr - 1);
+    const int nkt = (lim_last + 1 + BN - 1) / BN; // the key tiles the last row sees
+    // leak-free: a block that some row of the query tile sees only in part
+    // (the tile's first row sees less than all of it, its last row some of
+    // it) is multiplied in bf16, so that no V scale spans the diagonal
+    auto diagonal = [&](int kb0) {
+        const int klast = kb0 + 31 < lk - 1 ? kb0 + 31 : lk - 1;
+        return LEAK && kb0 < lk && lim_first < klast && lim_last >= kb0;
+    };
+    auto tile_diagonal = [&](int c0) {
+        bool any = false;
+        for (int kb = 0; kb < BN / 32; kb++)
+            any |= diagonal(c0 + 32 * kb);
+        return any;
+    };
+
+    if (threadIdx.x == 0) {
+        bar_init(&sh.q_full, 1);
+        init_ring(sh.full, sh.empty, CONSUMERS * 128);
+    }
+    __syncthreads();
+
+    const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
+    if (warp < 4) { // the producer
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PRODUCER_REGS));
+        if (threadIdx.x == 0) {
+            bar_expect(&sh.q_full, sizeof sh.q + sizeof sh.qs);
+            for (int pn = 0; pn < D / PW<D>; pn++)
+                tma_load(sh.q + pn * BM * PW<D>, &map_q, pn * PW<D>, (int)(h * q_rows + sq.q_off + r0), &sh.q_full);
+            tma_load(sh.qs, &map_qs, (int)(sq.q_off + r0), h * DB, &sh.q_full);
+            const int64_t kt0 = hk * (k_rows / BN) + sq.k_off / BN; // the sequence's first key tile
+            for (int kt = 0, s = 0, phase = 0; kt < nkt; kt++) {
+                if (kt >= STAGES<D>)
+                    bar_wait(&sh.empty[s], phase ^ 1);
+                const int64_t key = sq.k_off + (int64_t)kt * BN;
+                kv_stage<D> &st = sh.st[s];
+                const bool diag = tile_diagonal(kt * BN);
+                // the ranges by plain stores, which the arrival releases to
+                // the consumers' wait
+                sh.krange[s] = k_range[kt0 + kt], sh.vrange[s] = v_range[kt0 + kt];
+                bar_expect(&sh.full[s], (uint32_t)(sizeof st + (diag ? sizeof sh.vbf[0] : 0)));
+                if (diag) {
+                    tma_load(sh.vbf[s][0], &map_vbf, (int)key, hk * D, &sh.full[s]);
+                    tma_load(sh.vbf[s][1], &map_vbf, (int)key + 64, hk * D, &sh.full[s]);
+                }
+                for (int pn = 0; pn < D / PW<D>; pn++)
+                    tma_load(st.k + pn * BN * PW<D>, &map_k, pn * PW<D>, (int)(hk * k_rows + key), &sh.full[s]);
+                tma_load(st.vt, &map_vt, (int)key, hk * D, &sh.full[s]);
+                tma_load(st.ks, &map_ks, (int)key, hk * DB, &sh.full[s]);
+                tma_load(st.vs, &map_vs, 0, (int)(hk * (k_rows / 32) + key / 32), &sh.full[s]);
+                if (++s == STAGES<D>)
+                    s = 0, phase ^= 1;
+            }
+        }
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(CONSUMER_REGS));
+
+    const int wg = warp / 4 - 1, w = warp % 4, g = lane / 4, t = lane % 4, tid = (int)threadIdx.x - 128 * (wg + 1);
+    const int row0 = wg * 64 + w * 16 + g;    // the tile rows of this thread: row0 and row0 + 8
+    const int local[2] = {w * 16 + g, w * 16 + g + 8}; // the same in the warpgroup
+    const int lim[2] = {limit(r0 + row0), limit(r0 + row0 + 8)};
+    float m[2] = {NEG_INF, NEG_INF}, l = 0.0f; // l: row `tid` of the warpgroup (tid < 64)
+    float o[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; i++)
+        o[i] = 0.0f;
+    const fp8_fmt f8 = fp8_e4m3();
+    const uint32_t wg_bar = 1 + wg;
+    // the query tile's scale range (each key tile's comes with its stage)
+    const scale_range qr = q_range[h * (q_rows / BM) + (sq.q_off + r0) / BM];
+    const int lim_min = lim[0] < lim[1] ? lim[0] : lim[1];
+
+    bar_wait(&sh.q_full, 0);
+    for (int kt = 0, s = 0, phase = 0; kt < nkt; kt++) {
+        const int c0 = kt * BN;
+        bar_wait(&sh.full[s], phase);
+        const kv_stage<D> &st = sh.st[s];
+        const scale_range kr = sh.krange[s];
+        const bool fast_s = normal_products(__uint_as_float(qr.lo), __uint_as_float(qr.hi), __uint_as_float(kr.lo),
+                                            __uint_as_float(kr.hi));
+
+        // S = Q K^T block by block, promoted exactly: products of NW keys
+        // and one block of D through two partials, the next one running
+        // while one is promoted; KP keys at a time in registers (at D = 256
+        // the first 64 keys wait in psum while the next 64 are made).
+        constexpr int NW = D == 256 ? 32 : 64, KP = D == 256 ? 64 : BN, NC = KP / NW, NPS = DB * NC;
+        float x[64], pa[NW / 2], pb[NW / 2];
+        // product j of pass kp: block j / NC of D, keys kp KP + (j % NC) NW ..
+        auto issue_s = [&](float(&p)[NW / 2], int kp, int j) {
+            const int db = j / NC, k0 = kp * KP + (j % NC) * NW;
+            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+            if constexpr (NW == 64)
+                wgmma_k32_n64(p, desc_qk(qk_at(sh.q, BM, wg * 64, db)), desc_qk(qk_at(st.k, BN, k0, db)));
+            else
+                wgmma_k32_n32(p, desc_qk(qk_at(sh.q, BM, wg * 64, db)), desc_qk(qk_at(st.k, BN, k0, db)));
+            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        };
+        // partial element i is element (j % NC) NW / 2 + i of the pass
+        auto promote_s = [&](float(&p)[NW / 2], float(&xs)[KP / 2], int kp, int j) {
+            const int db = j / NC, c = j % NC, k16 = (kp * KP + c * NW) / 16;
+            fence_regs(p);
+            const float2 a = *reinterpret_cast<const float2 *>(&sh.qs[db][scale_pos_a(row0)]);
+#pragma unroll
+            for (int j2 = 0; j2 < NW / 16; j2++) {
+                const float4 bq = *reinterpret_cast<const float4 *>(&st.ks[db][16 * (k16 + j2) + 4 * t]);
+                const float bs[4] = {bq.x, bq.y, bq.z, bq.w};
+#pragma unroll
+                for (int hj = 0; hj < 2; hj++) {
+                    const int i = 4 * (2 * j2 + hj), I = c * NW / 2 + i;
+                    if (fast_s) {
+                        xs[I + 0] = __fmaf_rn(p[i + 0], __fmul_rn(a.x, bs[2 * hj]), xs[I + 0]);
+                        xs[I + 1] = __fmaf_rn(p[i + 1], __fmul_rn(a.x, bs[2 * hj + 1]), xs[I + 1]);
+                        xs[I + 2] = __fmaf_rn(p[i + 2], __fmul_rn(a.y, bs[2 * hj]), xs[I + 2]);
+                        xs[I + 3] = __fmaf_rn(p[i + 3], __fmul_rn(a.y, bs[2 * hj + 1]), xs[I + 3]);
+                    } else {
+                        xs[I + 0] = promote_exact(p[i + 0], a.x, bs[2 * hj], xs[I + 0]);
+                        xs[I + 1] = promote_exact(p[i + 1], a.x, bs[2 * hj + 1], xs[I + 1]);
+                        xs[I + 2] = promote_exact(p[i + 2], a.y, bs[2 * hj], xs[I + 2]);
+                        xs[I + 3] = promote_exact(p[i + 3], a.y, bs[2 * hj + 1], xs[I + 3]);
+                    }
+                }
+            }
+        };
+        auto s_pass = [&](float(&xs)[KP / 2], int kp) {
+#pragma unroll
+            for (int i = 0; i < KP / 2; i++)
+                xs[i] = 0.0f;
+            issue_s(pa, kp, 0);
+            issue_s(pb, kp, 1);
+#pragma unroll
+            for (int j = 0; j < NPS; j++) {
+                if (j + 1 < NPS)
+                    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+                else
+                    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+                if (j % 2 == 0) {
+                    promote_s(pa, xs, kp, j);
+                    if (j + 2 < NPS)
+                        issue_s(pa, kp, j + 2);
+                } else {
+                    promote_s(pb, xs, kp, j);
+                    if (j + 2 < NPS)
+                        issue_s(pb, kp, j + 2);
+                }
+            }
+        };
+        // element I of x: row g + 8 ((I / 2) % 2), key 8 (I / 4) + 2t + I % 2
+        auto x_key = [&](int I) { return 8 * (I / 4) + 2 * t + I % 2; };
+        if constexpr (KP == BN) {
+            s_pass(x, 0);
+        } else {
+            float(&lo)[KP / 2] = *reinterpret_cast<float(*)[KP / 2]>(&x[0]);
+            float(&hi)[KP / 2] = *reinterpret_cast<float(*)[KP / 2]>(&x[KP / 2]);
+            s_pass(lo, 0);
+            named_sync(wg_bar, 128); // the previous tile's sums are done with psum
+#pragma unroll
+            for (int I = 0; I < KP / 2; I++)
+                sh.psum[wg][local[(I / 2) % 2]][x_key(I)] = lo[I];
+            s_pass(hi, 1);
+#pragma unroll
+            for (int I = 0; I < KP / 2; I++)
+                lo[I] = sh.psum[wg][local[(I / 2) % 2]][x_key(I)];
+        }
+
+        // x = S * c, masked (a tile the thread's rows see whole needs no
+        // test); the rows' maxima (NaN wins, as in the reference's scan)
+        if (c0 + BN - 1 <= lim_min) {
+#pragma unroll
+            for (int i = 0; i < 64; i++)
+                x[i] = __fmul_rn(x[i], c);
+        } else {
+            int see[2]; // the number of the tile's keys each row sees
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                const int last = lim[hh];
+                see[hh] = last < c0 ? 0 : last - c0 >= BN ? BN : (int)(last - c0) + 1;
+            }
+#pragma unroll
+            for (int i = 0; i < 64; i++)
+                x[i] = 8 * (i / 4) + 2 * t + i % 2 < see[(i / 2) % 2] ? __fmul_rn(x[i], c) : NEG_INF;
+        }
+        float mx[2] = {NEG_INF, NEG_INF};
+#pragma unroll
+        for (int i = 0; i < 64; i++)
+            mx[(i / 2) % 2] = fmax_nan(mx[(i / 2) % 2], x[i]);
+        bool vis[2], grew[2];
+        float alpha[2] = {1.0f, 1.0f};
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            for (int o2 = 1; o2 < 4; o2 <<= 1)
+                mx[hh] = fmax_nan(mx[hh], __shfl_xor_sync(0xFFFFFFFFu, mx[hh], o2));
+            const float m_new = m[hh] != m[hh] || mx[hh] != mx[hh] ? __uint_as_float(NAN_BITS) : fmaxf(m[hh], mx[hh]);
+            vis[hh] = m_new != NEG_INF;
+            grew[hh] = m_new > m[hh];
+            if (grew[hh]) {
+                alpha[hh] = mx_exp2(__fsub_rn(m[hh], m_new));
+                m[hh] = m_new;
+            }
+        }
+        // (alpha is 1 for a row whose max did not grow: x * 1 is x, and a
+        // NaN in O stays a NaN to the end)
+        if (grew[0] || grew[1]) {
+#pragma unroll
+            for (int i = 0; i < D / 2; i++)
+                o[i] = __fmul_rn(o[i], alpha[(i / 2) % 2]);
+        }
+        // P = exp2((x - m) + 8), in [0, 256]
+#pragma unroll
+        for (int i = 0; i < 64; i++)
+            x[i] = x[i] == NEG_INF ? 0.0f : mx_exp2(__fadd_rn(__fsub_rn(x[i], m[(i / 2) % 2]), 8.0f));
+
+        // l: the tile's P of a row added in key order by one thread, as the reference does
+        if constexpr (KP == BN)
+            named_sync(wg_bar, 128); // the previous tile's sums are done with psum
+#pragma unroll
+        for (int i = 0; i < 64; i++)
+            sh.psum[wg][local[(i / 2) % 2]][8 * (i / 4) + 2 * t + i % 2] = x[i];
+        if (t == 0)
+            for (int hh = 0; hh < 2; hh++) {
+                sh.flags[wg][local[hh]] = (int)vis[hh] | (int)grew[hh] << 1;
+                sh.alpha[wg][local[hh]] = alpha[hh];
+            }
+        named_sync(wg_bar, 128);
+        if (tid < 64) {
+            const int fl = sh.flags[wg][tid];
+            if (fl & 1) {
+                if (fl & 2)
+                    l = __fmul_rn(l, sh.alpha[wg][tid]);
+                float sum = 0.0f;
+                for (int j = 0; j < BN; j++)
+                    sum = __fadd_rn(sum, sh.psum[wg][tid][j]);
+                l = __fadd_rn(l, __fmul_rn(sum, 0.00390625f));
+            }
+        }
+
+        // P to E4M3 (const: scale 2^0, the -8 at the promotion; dynamic: the
+        // rceil rule per row and 32 keys), as the A fragments of the four
+        // blocks; then O += P V, a product per block of keys and half of D,
+        // through two partials as above
+        uint32_t af[BN / 32][4];
+        // P * V: products of one block of keys and NV columns of V (32 at
+        // D = 256, where O takes half the registers), PVH a block
+        constexpr int NV = D == 256 ? 32 : 64, PVH = D / NV;
+        float va[NV / 2], vb[NV / 2];
+        float pscale[BN / 32][2];
+        // two P values (keys next to each other) to two E4M3 codes
+        auto cvt2 = [](float u, float v) {
+            return (uint32_t)__nv_cvt_float2_to_fp8x2(make_float2(u, v), __NV_SATFINITE, __NV_E4M3);
+        };
+        // every P is >= 0, Inf or a positive NaN, and the rule never poisons
+        // (rceil): the conversion of P / 2^scale gives the encoder's code
+        // for each (Inf saturates, NaN is 0x7F)
+        // the A fragment of block kb from its codes two[q][hh] (row g + 8 hh,
+        // keys 8 q + 2 t and one more): register 0 holds row g's columns
+        // 4t .. 4t + 3 (keys 2t, 2t + 1, 8 + 2t, 9 + 2t), 1 row g + 8's, 2
+        // and 3 the same rows' keys 16 higher
+        auto fragment = [&](int kb, const uint32_t(&two)[4][2]) {
+            af[kb][0] = two[0][0] | two[1][0] << 16;
+            af[kb][1] = two[0][1] | two[1][1] << 16;
+            af[kb][2] = two[2][0] | two[3][0] << 16;
+            af[kb][3] = two[2][1] | two[3][1] << 16;
+        };
+        if (p_dynamic) {
+#pragma unroll
+            for (int kb = 0; kb < BN / 32; kb++) {
+                uint32_t two[4][2];
+#pragma unroll
+                for (int hh = 0; hh < 2; hh++) {
+                    p_amax acc;
+#pragma unroll
+                    for (int q = 0; q < 4; q++) {
+                        acc.add(__float_as_uint(x[16 * kb + 4 * q + 2 * hh]));
+                        acc.add(__float_as_uint(x[16 * kb + 4 * q + 2 * hh + 1]));
+                    }
+                    acc.reduce4();
+                    const block_rule rule = rule_from_amax(f8, MXFA_PRESET_RCEIL, acc.amax, acc.nan, acc.inf);
+                    const float rcp = e8m0_reciprocal(rule.scale);
+#pragma unroll
+                    for (int q = 0; q < 4; q++) {
+                        const int i = 16 * kb + 4 * q + 2 * hh;
+                        two[q][hh] = cvt2(__fmul_rn(x[i], rcp), __fmul_rn(x[i + 1], rcp));
+                    }
+                    const int pexp = (int)rule.scale - 127 - 8;
+                    pscale[kb][hh] = rule.scale == 0xFFu ? __uint_as_float(NAN_BITS)
+                                     : pexp >= -126      ? __uint_as_float((uint32_t)(pexp + 127) << 23)
+                                                         : __uint_as_float(1u << (pexp + 149));
+                }
+                fragment(kb, two);
+            }
+        } else { // the scale 2^0 for every block, the -8 at the promotion
+#pragma unroll
+            for (int kb = 0; kb < BN / 32; kb++) {
+                uint32_t two[4][2];
+#pragma unroll
+                for (int hh = 0; hh < 2; hh++) {
+#pragma unroll
+                    for (int q = 0; q < 4; q++)
+                        two[q][hh] = cvt2(x[16 * kb + 4 * q + 2 * hh], x[16 * kb + 4 * q + 2 * hh + 1]);
+                    pscale[kb][hh] = 0x1p-8f;
+                }
+                fragment(kb, two);
+            }
+        }
+        // whether every P scale times every V scale of the tile is normal
+        bool fast_pv;
+        const scale_range vr = sh.vrange[s];
+        if (p_dynamic) {
+            uint32_t lo = 0xFFFFFFFFu, hi = 0;
+#pragma unroll
+            for (int kb = 0; kb < BN / 32; kb++)
+#pragma unroll
+                for (int hh = 0; hh < 2; hh++)
+                    lo = min(lo, __float_as_uint(pscale[kb][hh])), hi = max(hi, __float_as_uint(pscale[kb][hh]));
+            fast_pv = normal_products(__uint_as_float(lo), __uint_as_float(hi), __uint_as_float(vr.lo),
+                                      __uint_as_float(vr.hi));
+        } else {
+            fast_pv = normal_products(0x1p-8f, 0x1p-8f, __uint_as_float(vr.lo), __uint_as_float(vr.hi));
+        }
+        // product j: block j / PVH of keys, columns NV (j % PVH) .. of V
+        // (V^T rows 1024-byte atoms apart)
+        auto issue_pv = [&](float(&p)[NV / 2], int j) {
+            const uint64_t b = desc_sw128(st.vt + (j % PVH) * NV * BN + (j / PVH) * 32);
+            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+            if constexpr (NV == 64)
+                wgmma_k32_rs_n64(p, af[j / PVH], b);
+            else
+                wgmma_k32_rs_n32(p, af[j / PVH], b);
+            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        };
+        // partial element i is element (j % PVH) NV / 2 + i of O
+        auto promote_pv = [&](float(&p)[NV / 2], int j) {
+            const int kb = j / PVH, c = j % PVH;
+            const int kb0 = c0 + 32 * kb;
+            const bool use[2] = {vis[0] && kb0 <= lim[0], vis[1] && kb0 <= lim[1]};
+            fence_regs(p);
+            if (fast_pv && use[0] && use[1]) {
+#pragma unroll
+                for (int j2 = 0; j2 < NV / 16; j2++) {
+                    const float4 vq = *reinterpret_cast<const float4 *>(&st.vs[kb][16 * (c * NV / 16 + j2) + 4 * t]);
+                    const float vsc[4] = {vq.x, vq.y, vq.z, vq.w};
+                    if (p_dynamic) {
+#pragma unroll
+                        for (int hj = 0; hj < 2; hj++)
+#pragma unroll
+                            for (int e = 0; e < 4; e++) {
+                                const int i = 4 * (2 * j2 + hj) + e, I = c * NV / 2 + i;
+                                o[I] = __fmaf_rn(p[i], __fmul_rn(pscale[kb][e / 2], vsc[2 * hj + e % 2]), o[I]);
+                            }
+                    } else { // both rows' P scale is 2^-8: one product a column
+#pragma unroll
+                        for (int hj = 0; hj < 2; hj++)
+#pragma unroll
+                            for (int e2 = 0; e2 < 2; e2++) {
+                                const float sc = __fmul_rn(0x1p-8f, vsc[2 * hj + e2]);
+                                const int i = 4 * (2 * j2 + hj) + e2, I = c * NV / 2 + i;
+                                o[I] = __fmaf_rn(p[i], sc, o[I]);
+                                o[I + 2] = __fmaf_rn(p[i + 2], sc, o[I + 2]);
+                            }
+                    }
+                }
+                return;
+            }
+#pragma unroll
+            for (int j2 = 0; j2 < NV / 16; j2++) {
+                const float4 vq = *reinterpret_cast<const float4 *>(&st.vs[kb][16 * (c * NV / 16 + j2) + 4 * t]);
+                const float vsc[4] = {vq.x, vq.y, vq.z, vq.w};
+#pragma unroll
+                for (int hj = 0; hj < 2; hj++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int hh = e / 2, i = 4 * (2 * j2 + hj) + e, I = c * NV / 2 + i;
+                        if (use[hh])
+                            o[I] = promote_exact(p[i], pscale[kb][hh], vsc[2 * hj + e % 2], o[I]);
+                    }
+            }
+        };
+        constexpr int NPV = (BN / 32) * PVH;
+        auto pv_pipeline = [&] {
+            issue_pv(va, 0);
+            issue_pv(vb, 1);
+#pragma unroll
+            for (int j = 0; j < NPV; j++) {
+                if (j + 1 < NPV)
+                    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+                else
+                    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+                if (j % 2 == 0) {
+                    promote_pv(va, j);
+                    if (j + 2 < NPV)
+                        issue_pv(va, j + 2);
+                } else {
+                    promote_pv(vb, j);
+                    if (j + 2 < NPV)
+                        issue_pv(vb, j + 2);
+                }
+            }
+        };
+        if constexpr (!LEAK) {
+            pv_pipeline();
+        } else if (!tile_diagonal(c0)) {
+            pv_pipeline();
+        } else {
+            // a tile on the diagonal: block by block, each product waited for;
+            // diagonal blocks as two bf16 k16 steps on O itself
+#pragma unroll
+            for (int kb = 0; kb < BN / 32; kb++) {
+                const int kb0 = c0 + 32 * kb;
+                if (!diagonal(kb0)) {
+#pragma unroll
+                    for (int c = 0; c < PVH; c++) {
+                        issue_pv(va, kb * PVH + c);
+                        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+                        promote_pv(va, kb * PVH + c);
+                    }
+                    continue;
+                }
+                const bool use[2] = {vis[0] && kb0 <= lim[0], vis[1] && kb0 <= lim[1]};
+                // P / 256 in bf16 (the code's value times 2^pexp, rounded
+                // once), as the fragments of the block's two k16 steps
+                auto widen = [&](uint32_t code, float scale) {
+                    const float v = __half2float(__nv_cvt_fp8_to_halfraw((uint8_t)code, __NV_E4M3));
+                    return v != v || scale != scale ? 0x7FC0u : f32_to_bf16(__float_as_uint(__fmul_rn(v, scale)));
+                };
+                auto pair = [&](uint32_t word, int byte, float scale) {
+                    return widen((word >> (8 * byte)) & 0xFFu, scale) | widen((word >> (8 * byte + 8)) & 0xFFu, scale) << 16;
+                };
+                const float s0 = pscale[kb][0], s1 = pscale[kb][1];
+                const uint32_t bfa[2][4] = {
+                    {pair(af[kb][0], 0, s0), pair(af[kb][1], 0, s1), pair(af[kb][0], 2, s0), pair(af[kb][1], 2, s1)},
+                    {pair(af[kb][2], 0, s0), pair(af[kb][3], 0, s1), pair(af[kb][2], 2, s0), pair(af[kb][3], 2, s1)},
+                };
+#pragma unroll
+                for (int hf = 0; hf < DH; hf++) {
+                    float *oh = &o[32 * hf];
+                    float(&oh32)[32] = *reinterpret_cast<float(*)[32]>(oh);
+#pragma unroll
+                    for (int i = 0; i < 32; i++)
+                        va[i] = oh[i]; // rows that skip this block keep their O (as the reference skips them)
+                    // the copy and every other write of O's registers before
+                    // the fence, every read after the wait (PTX's rule for
+                    // the accumulator of a wgmma in flight)
+                    fence_regs(oh32);
+                    fence_regs(va);
+                    const uint16_t *panel = sh.vbf[s][kb / 2] + hf * 64 * 64 + (kb % 2) * 32;
+                    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+                    wgmma_bf16_rs_acc_n64(oh, bfa[0], desc_sw128(panel));
+                    wgmma_bf16_rs_acc_n64(oh, bfa[1], desc_sw128(panel + 16));
+                    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+                    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+                    fence_regs(oh32);
+#pragma unroll
+                    for (int i = 0; i < 32; i++)
+                        if (!use[(i / 2) % 2])
+                            oh[i] = va[i];
+                }
+            }
+        }
+        bar_arrive(&sh.empty[s]); // this thread is done with the stage
+        if (++s == STAGES<D>)
+            s = 0, phase ^= 1;
+    }
+
+    // O = O / l, LSE = (m + log2 l) ln 2; rows that saw nothing: 0 and -Inf
+    named_sync(wg_bar, 128);
+    if (tid < 64)
+        sh.l_final[wg][tid] = l;
+    named_sync(wg_bar, 128);
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        const int64_t i = r0 + row0 + 8 * hh;
+        if (i >= sq.lq)
+            continue;
+        const float lr = sh.l_final[wg][local[hh]];
+        const bool any = lr != 0.0f || lr != lr;
+        const int64_t token = sq.q0 + i;
+        for (int jj = 0; jj < D / 8; jj++)
+            for (int e = 0; e < 2; e++) {
+                const int idx = 4 * jj + 2 * hh + e, col = 8 * jj + 2 * t + e;
+                const float v = any ? __fdiv_rn(o[idx], lr) : 0.0f;
+                const int64_t at = token * out.os0 + (int64_t)h * out.os1 + (int64_t)col * out.os2;
+                if (out.o_bf16)
+                    reinterpret_cast<uint16_t *>(out.o)[at] = (uint16_t)f32_to_bf16(__float_as_uint(v));
+                else
+                    reinterpret_cast<float *>(out.o)[at] = v;
+            }
+        if (out.lse && t == 0)
+            out.lse[token * out.ls0 + (int64_t)h * out.ls1] =
+                any ? __fmul_rn(__fadd_rn(m[hh], mx_log2(lr)), __uint_as_float(0x3F317218u)) : NEG_INF;
+    }
+#endif
+}
+
+// ---- host side ----
+
+template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_t stream)
+{
+    constexpr int DB = D / 32;
+    const int64_t tq = a.q.n0, tk = a.k.n0, hq = a.q.n1, hkv = a.k.n1;
+    const int batch = a.batch;
+    seq_info *seqs = static_cast<seq_info *>(malloc(sizeof(seq_info) * (size_t)batch));
+    if (!seqs)
+        return cudaErrorMemoryAllocation;
+    int64_t q_rows = 0, k_rows = 0, vblocks = 0, tiles = 0;
+    for (int b = 0; b < batch; b++) {
+        seq_info &s = seqs[b];
+        s.q0 = a.cu_q[b], s.k0 = a.cu_k[b];
+        s.lq = (int64_t)a.cu_q[b + 1] - a.cu_q[b], s.lk = (int64_t)a.cu_k[b + 1] - a.cu_k[b];
+        s.q_off = q_rows, s.k_off = k_rows, s.v_block = vblocks, s.first_tile = (int)tiles;
+        q_rows += round_up(s.lq, BM), k_rows += round_up(s.lk, BN), vblocks += (s.lk + 31) / 32;
+        tiles += (s.lq + BM - 1) / BM;
+    }
+    q_rows = q_rows < BM ? BM : q_rows, k_rows = k_rows < BN ? BN : k_rows;
+    cudaError_t e = cudaSuccess;
+    // the accelerator's coordinates and the grid are 32-bit
+    if (tiles > INT32_MAX || hq > 65535 || hq * q_rows > INT32_MAX || hkv * k_rows > INT32_MAX || hkv * D > INT32_MAX)
+        e = cudaErrorInvalidValue;
+    if (tiles == 0 || e != cudaSuccess) {
+        free(seqs);
+        return e;
+    }
+    // scratch: one allocation, cut in 1024-byte aligned pieces
+    const size_t sizes[] = {
+        (size_t)(hq * tq * D),         (size_t)(hq * tq * DB),           (size_t)(hkv * tk * D),
+        (size_t)(hkv * tk * DB),       (size_t)(hkv * tk * D),           (size_t)(hkv * vblocks * D),
+        (size_t)(hq * q_rows * D),     (size_t)(hq * DB * q_rows) * 4,   (size_t)(hkv * k_rows * D),
+        (size_t)(hkv * DB * k_rows) * 4, (size_t)(hkv * D * k_rows),     (size_t)(hkv * (k_rows / 32) * D) * 4,
+        sizeof(seq_info) * (size_t)batch, LEAK ? (size_t)(hkv * D * k_rows) * 2 : 16,
+        sizeof(scale_range) * (size_t)(hq * (q_rows / BM)), sizeof(scale_range) * (size_t)(hkv * (k_rows / BN)),
+        sizeof(scale_range) * (size_t)(hkv * (k_rows / BN))};
+    constexpr int NBUF = sizeof sizes / sizeof sizes[0];
+    size_t total = 0, at[NBUF];
+    for (int i = 0; i < NBUF; i++) {
+        at[i] = total;
+        total += (sizes[i] + 1023) / 1024 * 1024;
+    }
+    scratch mem(stream);
+    uint8_t *base = nullptr;
+    if ((e = mem.get(&base, total)) != cudaSuccess) {
+        free(seqs);
+        return e;
+    }
+    uint8_t *qc = base + at[0], *qsb = base + at[1], *kc = base + at[2], *ksb = base + at[3], *vc = base + at[4],
+            *vsb = base + at[5], *qp = base + at[6], *kp = base + at[8], *vt = base + at[10];
+    float *qf = reinterpret_cast<float *>(base + at[7]), *kf = reinterpret_cast<float *>(base + at[9]),
+          *vf = reinterpret_cast<float *>(base + at[11]);
+    seq_info *dseqs = reinterpret_cast<seq_info *>(base + at[12]);
+    uint16_t *vbf = reinterpret_cast<uint16_t *>(base + at[13]);
+    scale_range *q_range = reinterpret_cast<scale_range *>(base + at[14]),
+                *k_range = reinterpret_cast<scale_range *>(base + at[15]),
+                *v_range = reinterpret_cast<scale_range *>(base + at[16]);
+    // from pageable memory: the copy has taken the bytes when it returns
+    e = cudaMemcpyAsync(dseqs, seqs, sizeof(seq_info) * (size_t)batch, cudaMemcpyHostToDevice, stream);
+    mxfa_segment *vsegs = static_cast<mxfa_segment *>(malloc(sizeof(mxfa_segment) * (size_t)batch));
+    if (!vsegs && e == cudaSuccess)
+        e = cudaErrorMemoryAllocation;
+    for (int b = 0; b < batch && vsegs; b++)
+        vsegs[b] = {seqs[b].k0, seqs[b].lk, seqs[b].v_block};
+    free(seqs);
+
+    // quantization into codes [tokens][H][D] and scales [tokens][H][D / 32]
+    // (Q, K) or [vblocks][H][D] (V): one launch when the heads of a token
+    // (Q, K) or the columns of all heads (V) are evenly spaced, as in a
+    // packed [tokens][H][D] tensor, else a head at a time (the quantizer's
+    // views are 2-D). Q, K and V may each be fp32 or bf16.
+    auto esz = [](const nd3 &x) { return (int64_t)(x.dtype == MXFA_BF16 ? 2 : 4); };
+    auto head = [&](const nd3 &x, int64_t hh) {
+        return dview{x.base + hh * x.s1 * esz(x), x.n0, D, x.s0, x.s2, x.dtype};
+    };
+    auto rows = [&](const nd3 &x, int64_t heads, const mxfa_segment *seg, uint8_t *codes, uint8_t *sc) {
+        const int64_t n = x.n0;
+        if (x.s0 == heads * x.s1)
+            return launch_quantize(dview{x.base, n * heads, D, x.s1, x.s2, x.dtype}, seg, 1, a.preset, MXFA_BLOCK_ROW,
+                                   dview{codes, n * heads, D, D, 1, MXFA_E4M3},
+                                   dview{sc, n * heads, DB, DB, 1, MXFA_E8M0}, stream);
+        cudaError_t r = cudaSuccess;
+        for (int64_t hh = 0; hh < heads && r == cudaSuccess; hh++)
+            r = launch_quantize(head(x, hh), seg, 1, a.preset, MXFA_BLOCK_ROW,
+                                dview{codes + hh * D, n, D, heads * D, 1, MXFA_E4M3},
+                                dview{sc + hh * DB, n, DB, heads * DB, 1, MXFA_E8M0}, stream);
+        return r;
+    };
+    const mxfa_segment all_q = {0, tq, 0}, all_k = {0, tk, 0};
+    if (e == cudaSuccess)
+        e = rows(a.q, hq, &all_q, qc, qsb);
+    if (e == cudaSuccess && tk > 0)
+        e = rows(a.k, hkv, &all_k, kc, ksb);
+    if (e == cudaSuccess && tk > 0 && a.v.s1 == D * a.v.s2) {
+        e = launch_quantize(dview{a.v.base, tk, hkv * D, a.v.s0, a.v.s2, a.v.dtype}, vsegs, batch, a.preset,
+                            MXFA_BLOCK_COL, dview{vc, tk, hkv * D, hkv * D, 1, MXFA_E4M3},
+                            dview{vsb, vblocks, hkv * D, hkv * D, 1, MXFA_E8M0}, stream);
+    } else {
+        for (int64_t hh = 0; hh < hkv && tk > 0 && e == cudaSuccess; hh++)
+            e = launch_quantize(head(a.v, hh), vsegs, batch, a.preset, MXFA_BLOCK_COL,
+                                dview{vc + hh * D, tk, D, hkv * D, 1, MXFA_E4M3},
+                                dview{vsb + hh * D, vblocks, D, hkv * D, 1, MXFA_E8M0}, stream);
+    }
+    free(vsegs);
+    if (e != cudaSuccess)
+        return e;
+    pack_rows<D><<<dim3((unsigned)(q_rows / 128), (unsigned)hq), 128, 0, stream>>>(qc, qsb, dseqs, batch, false, qp,
+                                                                                qf, q_range, q_rows);
+    if (tk > 0) {
+        pack_rows<D><<<dim3((unsigned)(k_rows / 128), (unsigned)hkv), 128, 0, stream>>>(kc, ksb, dseqs, batch, true,
+                                                                                     kp, kf, k_range, k_rows);
+        // V's ranges start empty: lo above every scale (bytes 0x7F), hi 0
+        const size_t nv = (size_t)(hkv * (k_rows / BN));
+        if ((e = cudaMemsetAsync(v_range, 0, sizeof(scale_range) * nv, stream)) != cudaSuccess ||
+            (e = cudaMemset2DAsync(v_range, sizeof(scale_range), 0x7F, sizeof(uint32_t), nv, stream)) != cudaSuccess)
+            return e;
+        pack_v<D><<<dim3((unsigned)(k_rows / 32), (unsigned)hkv), D, 0, stream>>>(vc, vsb, dseqs, batch, vt,
+                                                                              vf, v_range, k_rows);
+        if (LEAK)
+            pack_v_bf16<D><<<dim3((unsigned)(k_rows / 32), (unsigned)hkv), D, 0, stream>>>(a.v, dseqs, batch, vbf,
+                                                                                        k_rows);
+    }
+    if ((e = cudaGetLastError()) != cudaSuccess)
+        return e;
+
+    CUtensorMap maps[7];
+    memset(maps, 0, sizeof maps);
+    const CUtensorMapSwizzle qk_swizzle = PW<D> == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+    if ((e = tensor_map(&maps[0], CU_TENSOR_MAP_DATA_TYPE_UINT8, qp, D, (uint64_t)(hq * q_rows), D, PW<D>, BM,
+                        qk_swizzle)) != cudaSuccess ||
+        (e = tensor_map(&maps[1], CU_TENSOR_MAP_DATA_TYPE_UINT8, kp, D, (uint64_t)(hkv * k_rows), D, PW<D>, BN,
+                        qk_swizzle)) != cudaSuccess ||
+        (e = tensor_map(&maps[2], CU_TENSOR_MAP_DATA_TYPE_UINT8, vt, (uint64_t)k_rows, (uint64_t)(hkv * D),
+                        (uint64_t)k_rows, BN, D, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
+        (e = tensor_map(&maps[3], CU_TENSOR_MAP_DATA_TYPE_FLOAT32, qf, (uint64_t)q_rows, (uint64_t)(hq * DB),
+                        (uint64_t)q_rows * 4, BM, DB, CU_TENSOR_MAP_SWIZZLE_NONE)) != cudaSuccess ||
+        (e = tensor_map(&maps[4], CU_TENSOR_MAP_DATA_TYPE_FLOAT32, kf, (uint64_t)k_rows, (uint64_t)(hkv * DB),
+                        (uint64_t)k_rows * 4, BN, DB, CU_TENSOR_MAP_SWIZZLE_NONE)) != cudaSuccess ||
+        (e = tensor_map(&maps[5], CU_TENSOR_MAP_DATA_TYPE_FLOAT32, vf, D, (uint64_t)(hkv * (k_rows / 32)), D * 4, D,
+                        BN / 32, CU_TENSOR_MAP_SWIZZLE_NONE)) != cudaSuccess ||
+        (LEAK && (e = tensor_map(&maps[6], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, vbf, (uint64_t)k_rows, (uint64_t)(hkv * D),
+                                 (uint64_t)k_rows * 2, 64, D, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess))
+        return e;
+    static const cudaError_t attr =
+        cudaFuncSetAttribute(attn_fwd_sm90<D, LEAK>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES<D, LEAK>);
+    if (attr != cudaSuccess)
+        return attr;
+    const uint32_t log2e_bits = 0x3FB8AA3Bu; // fl(log2 e)
+    float log2e;
+    memcpy(&log2e, &log2e_bits, 4);
+    const float c = a.softmax_scale * log2e; // one fp32 product, as the reference computes it
+    const attn_out out = {a.o.base, a.o.s0, a.o.s1, a.o.s2, a.o.dtype == MXFA_BF16, a.lse, a.ls0, a.ls1};
+    attn_fwd_sm90<D, LEAK><<<dim3((unsigned)tiles, (unsigned)hq), THREADS, SMEM_BYTES<D, LEAK>, stream>>>(
+        maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], maps[6], dseqs, q_range, k_range, v_range, batch,
+        (int)(hq / hkv), q_rows, k_rows, c, a.causal, a.p_dynamic, out);
+    return cudaGetLastError();
+}
+
+} // namespace
+
+// One per head dim, each in a file of its own so that they compile in
+// parallel (attn_fwd_d64.cu, _d128.cu, _d256.cu).
+cudaError_t launch_attn_fwd_d64(const attn_fwd_args &a, cudaStream_t stream);
+cudaError_t launch_attn_fwd_d128(const attn_fwd_args &a, cudaStream_t stream);
+cudaError_t launch_attn_fwd_d256(const attn_fwd_args &a, cudaStream_t stream);
+
+} // namespace mxfa_gpu
+
+#endif

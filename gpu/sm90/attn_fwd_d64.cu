@@ -1,0 +1,11 @@
+// Attention forward on Hopper at D = 64 (the kernel: attn_fwd.cuh).
+#include "attn_fwd.cuh"
+
+namespace mxfa_gpu {
+
+cudaError_t launch_attn_fwd_d64(const attn_fwd_args &a, cudaStream_t stream)
+{
+    return a.leak_free ? launch_attn_fwd<64, true>(a, stream) : launch_attn_fwd<64, false>(a, stream);
+}
+
+} // namespace mxfa_gpu
