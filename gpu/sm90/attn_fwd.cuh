@@ -429,6 +429,26 @@ __global__ void __launch_bounds__(THREADS, 1)
             const int db = j / NC, c = j % NC, k16 = (kp * KP + c * NW) / 16;
             fence_regs(p);
             const float2 a = *reinterpret_cast<const float2 *>(&sh.qs[db][scale_pos_a(row0)]);
+            // the bare fma for the whole product, or the general promotion
+            // for the whole product: two loops, not a test a value (which
+            // interleaves the rare case's long code with the common one's,
+            // and the instruction cache misses)
+            if (fast_s) {
+#pragma unroll
+                for (int j2 = 0; j2 < NW / 16; j2++) {
+                    const float4 bq = *reinterpret_cast<const float4 *>(&st.ks[db][16 * (k16 + j2) + 4 * t]);
+                    const float bs[4] = {bq.x, bq.y, bq.z, bq.w};
+#pragma unroll
+                    for (int hj = 0; hj < 2; hj++) {
+                        const int i = 4 * (2 * j2 + hj), I = c * NW / 2 + i;
+                        xs[I + 0] = __fmaf_rn(p[i + 0], __fmul_rn(a.x, bs[2 * hj]), xs[I + 0]);
+                        xs[I + 1] = __fmaf_rn(p[i + 1], __fmul_rn(a.x, bs[2 * hj + 1]), xs[I + 1]);
+                        xs[I + 2] = __fmaf_rn(p[i + 2], __fmul_rn(a.y, bs[2 * hj]), xs[I + 2]);
+                        xs[I + 3] = __fmaf_rn(p[i + 3], __fmul_rn(a.y, bs[2 * hj + 1]), xs[I + 3]);
+                    }
+                }
+                return;
+            }
 #pragma unroll
             for (int j2 = 0; j2 < NW / 16; j2++) {
                 const float4 bq = *reinterpret_cast<const float4 *>(&st.ks[db][16 * (k16 + j2) + 4 * t]);
@@ -436,17 +456,10 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
                 for (int hj = 0; hj < 2; hj++) {
                     const int i = 4 * (2 * j2 + hj), I = c * NW / 2 + i;
-                    if (fast_s) {
-                        xs[I + 0] = __fmaf_rn(p[i + 0], __fmul_rn(a.x, bs[2 * hj]), xs[I + 0]);
-                        xs[I + 1] = __fmaf_rn(p[i + 1], __fmul_rn(a.x, bs[2 * hj + 1]), xs[I + 1]);
-                        xs[I + 2] = __fmaf_rn(p[i + 2], __fmul_rn(a.y, bs[2 * hj]), xs[I + 2]);
-                        xs[I + 3] = __fmaf_rn(p[i + 3], __fmul_rn(a.y, bs[2 * hj + 1]), xs[I + 3]);
-                    } else {
-                        xs[I + 0] = promote_exact(p[i + 0], a.x, bs[2 * hj], xs[I + 0]);
-                        xs[I + 1] = promote_exact(p[i + 1], a.x, bs[2 * hj + 1], xs[I + 1]);
-                        xs[I + 2] = promote_exact(p[i + 2], a.y, bs[2 * hj], xs[I + 2]);
-                        xs[I + 3] = promote_exact(p[i + 3], a.y, bs[2 * hj + 1], xs[I + 3]);
-                    }
+                    xs[I + 0] = promote_exact(p[i + 0], a.x, bs[2 * hj], xs[I + 0]);
+                    xs[I + 1] = promote_exact(p[i + 1], a.x, bs[2 * hj + 1], xs[I + 1]);
+                    xs[I + 2] = promote_exact(p[i + 2], a.y, bs[2 * hj], xs[I + 2]);
+                    xs[I + 3] = promote_exact(p[i + 3], a.y, bs[2 * hj + 1], xs[I + 3]);
                 }
             }
         };
