@@ -356,9 +356,6 @@ mxfa_status attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_n
     if (q->shape[2] != 64 && q->shape[2] != 128 && q->shape[2] != 256)
         return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend's kernel takes D = 64, 128 and 256 "
                     "(got %lld)", (long long)q->shape[2]);
-    if (q->shape[2] == 256 && p->causal == MXFA_CAUSAL)
-        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend's kernel does not take the leak-free "
-                    "causal mask at D = 256 yet (MXFA_CAUSAL_PLAIN, or the cpu backend)");
     if (p->block_m != 128 || p->block_n != 128)
         return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend's kernel has the geometry 128 x 128 "
                     "(got block_m %d, block_n %d)", p->block_m, p->block_n);

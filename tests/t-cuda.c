@@ -433,7 +433,7 @@ static void fill_normal(buf *b, mxfa_dtype dt, int64_t rows, int64_t cols, int l
 
 /* The forward pass under sm90-fp8 (D = 64, 128 and 256, the kernel's
  * 128 x 128 geometry): jagged batches with empty and ragged sequences, GQA,
- * no mask, the leak-free causal mask (D = 64 and 128) and the plain one,
+ * no mask, the leak-free causal mask and the plain one,
  * const and dynamic P, every preset, fp32 and bf16 in and out, tiny
  * magnitudes; O and LSE byte for byte against the cpu backend, which
  * tests/t-cpu holds to ref bit for bit under every model (ref's exact
@@ -462,8 +462,6 @@ static int attn_case(int trial, int device, char *what, size_t what_len)
     p.preset = (mxfa_preset)rng_below(4);
     p.p_scale = rng_below(2) ? MXFA_P_DYNAMIC : MXFA_P_CONST;
     p.causal = (mxfa_causal)rng_below(3); /* none, leak-free, plain */
-    if (d == 256 && p.causal == MXFA_CAUSAL)
-        p.causal = MXFA_CAUSAL_PLAIN; /* refused (below) */
     /* Q, K and V each fp32 or bf16, most often all the same */
     const mxfa_dtype in = rng_below(2) ? MXFA_BF16 : MXFA_F32, out = rng_below(2) ? MXFA_BF16 : MXFA_F32;
     const int mixed = rng_below(4) == 0;
@@ -775,16 +773,16 @@ int main(void)
         st = mxfa_mma_chain(gpu, MXFA_INSTR_SM90_WGMMA_BF16, &H, &H, NULL, &D);
         ok(st == MXFA_ERR_UNSUPPORTED && dd[0] == 1.0f, "what the backend does not do yet is refused: %s",
            mxfa_last_error(gpu));
-        /* attention at D = 256 with the leak-free mask: refused, O untouched */
+        /* attention under a model the kernel does not compute: refused, O untouched */
         buf x3 = buf_new(256 * 4, 0), o3 = buf_new(256 * 4, 0xA5), o3_before = buf_new(256 * 4, 0xA5);
         mxfa_attn_params ap;
         mxfa_attn_params_default(&ap);
-        ap.model = MXFA_MODEL_SM90_FP8, ap.causal = MXFA_CAUSAL;
+        ap.model = MXFA_MODEL_SM100;
         const int32_t cu1[2] = {0, 1};
         mxfa_tensor xq = t3(&x3, 0, MXFA_F32, 1, 1, 256), xo = t3(&o3, 0, MXFA_F32, 1, 1, 256);
         st = mxfa_attn_fwd(gpu, &ap, &xq, &xq, &xq, cu1, cu1, 1, &xo, NULL);
-        ok(st == MXFA_ERR_UNSUPPORTED && same(&o3, &o3_before) && strstr(mxfa_last_error(gpu), "leak-free"),
-           "the leak-free mask at D = 256 is refused and O untouched: %s", mxfa_last_error(gpu));
+        ok(st == MXFA_ERR_UNSUPPORTED && same(&o3, &o3_before) && strstr(mxfa_last_error(gpu), "sm90-fp8"),
+           "attention under sm100 is refused and O untouched: %s", mxfa_last_error(gpu));
         buf_free(&x3), buf_free(&o3), buf_free(&o3_before);
         ok(mxfa_synchronize(gpu) == MXFA_OK, "the stream ends without an error");
     }

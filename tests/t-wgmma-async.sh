@@ -39,20 +39,27 @@ for f in $files; do
     else
         echo "ok $n - ptxas keeps every wgmma of $f asynchronous (no serialization remark)"
     fi
-    # the most bytes a kernel of the file may spill: none, but at D = 256,
-    # where O takes 128 of a consumer thread's 240 registers, ptxas stores
-    # two values (8 bytes) once and reloads them a few times a tile
+    # spills in the attention kernels beyond what is stated: none, but at
+    # D = 256, where O takes 128 registers a thread, ptxas stores two values
+    # (8 bytes) once and reloads them a few times a tile; and the leak-free
+    # D = 256 kernel (one warpgroup, 255 registers, the bf16 steps on O
+    # beside the rest) spills about 7 KB, its known cost, noted in
+    # BENCHMARKS.md
     case $f in
-    attn_fwd_d256) allowed=8 ;;
-    attn_fwd*) allowed=0 ;;
+    attn_fwd*) ;;
     *) continue ;;
     esac
     n=$((n + 1))
-    most=$(sed -n 's/.* \([0-9][0-9]*\) bytes spill stores.*/\1/p' "$tmp/$f.log" | sort -n | tail -n 1)
-    if [ "${most:-0}" -gt "$allowed" ]; then
-        grep "spill stores" "$tmp/$f.log" | grep -v " 0 bytes spill stores" | sed 's/^/# /'
-        echo "not ok $n - ptxas spills more than $allowed bytes in a kernel of $f (${most} bytes)"
+    over=$(awk '
+        /Compiling entry function/ { k = $0; allowed = 0
+            if (k ~ /attn_fwd_sm90ILi256ELb0E/) allowed = 8
+            if (k ~ /attn_fwd_sm90ILi256ELb1E/) allowed = 8192 }
+        / bytes spill stores/ { for (i = 1; i < NF; i++) if ($(i + 1) == "bytes" && $(i + 2) == "spill" && $(i + 3) == "stores,")
+                if ($i + 0 > allowed) print k ": " $i " bytes" }' "$tmp/$f.log")
+    if [ -n "$over" ]; then
+        echo "$over" | sed 's/^/# /'
+        echo "not ok $n - ptxas spills more than stated in a kernel of $f"
     else
-        echo "ok $n - $f spills at most $allowed bytes in a kernel (${most:-0})"
+        echo "ok $n - the kernels of $f spill no more than stated"
     fi
 done

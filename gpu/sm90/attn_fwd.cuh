@@ -3,32 +3,35 @@
 // 128-row query tiles and 128-key tiles.
 //
 // Before the kernel: Q and K are quantized along D (row blocks), V along
-// the keys (col blocks restarting at every sequence), each head by the
-// backend's quantization kernels; then packed so that every sequence starts
-// on a 128-row boundary of its head's rows (zeros between): Q and K codes
-// [heads][rows][D], V transposed to [heads][D][keys], and the scales as
-// floats 2^(e - 127) in the order the threads read them. Inside each block
-// of 32 keys, V's keys are stored in the order in which a thread's share of
-// the score accumulator becomes its share of the A operand of P * V
-// (`key_of_column`): the products of one block are summed as a set, so the
-// order within it changes nothing, and P never moves between threads.
+// the keys (col blocks restarting at every sequence), by the backend's
+// quantization kernels; then packed so that every sequence starts on a
+// 128-row boundary of its head's rows (zeros between): Q and K codes
+// [heads][rows][D], V transposed to [heads][D][keys], the scales as floats
+// 2^(e - 127) in the order the threads read them, and each 128-row tile's
+// smallest and largest scale. Inside each block of 32 keys, V's keys are
+// stored in the order in which a thread's share of the score accumulator
+// becomes its share of the A operand of P * V (`key_of_column`): the
+// products of one block are summed as a set, so the order within it
+// changes nothing, and P never moves between threads.
 //
 // The kernel: one CTA per (query tile, query head), a producer warpgroup
 // (tensor-memory-accelerator copies of the Q tile once, then K, V^T and
-// their scales per key tile through two stages) and two consumer
+// their scales per key tile through a ring of stages) and two consumer
 // warpgroups of 64 query rows. Per key tile a consumer warpgroup makes S
 // block by block (one wgmma k32 into a zero accumulator, then the exact
-// promotion), the online softmax with the library's exp2, the row sums in
-// key order (one thread a row, over the tile's P in shared memory, as the
-// reference adds them), P quantized in registers, and O += P V block by
-// block (wgmma k32 with P from registers, then the promotion).
+// promotion: a bare fma where the tiles' scale ranges allow it), the
+// online softmax with the library's exp2, the row sums in key order (one
+// thread a row, over the tile's P in shared memory, as the reference adds
+// them), P quantized in registers, and O += P V block by block (wgmma k32
+// with P from registers, then the promotion). Products go through two
+// partials, one promoted while the next runs.
 //
-// It takes D = 64 (Q and K in 64-byte swizzle) and 128, no mask, the plain
+// It takes D = 64 (Q and K in 64-byte swizzle), 128 and 256 (two 128-byte
+// panels; S made 64 keys at a time, one K and V stage), no mask, the plain
 // causal mask or the leak-free one (whose diagonal blocks take P / 256 and
-// V in bf16, two wgmma k16 steps on O itself, as the reference does), const
-// or dynamic P; the backend refuses the rest. S and
-// P * V go as m64n64k32 products through two partials, one promoted while
-// the next runs; the row sums still stop each warpgroup once a tile.
+// V in bf16, two wgmma k16 steps on O itself, as the reference does; at
+// D = 256 one consumer warpgroup a CTA, for room), const or dynamic P; the
+// backend refuses other models and geometries.
 #ifndef MXFA_GPU_SM90_ATTN_FWD_CUH
 #define MXFA_GPU_SM90_ATTN_FWD_CUH
 
@@ -49,7 +52,12 @@ template <int D> constexpr int STAGES = D == 256 ? 1 : 2;
 // Q and K rows in panels of PW bytes (D-byte swizzle up to 128 bytes;
 // D = 256 in two 128-byte panels, each a TMA box of its own)
 template <int D> constexpr int PW = D < 128 ? D : 128;
-constexpr int CONSUMERS = 2, THREADS = (CONSUMERS + 1) * 128;
+// Consumer warpgroups of 64 query rows a CTA: two, which share the K and V
+// stages; one at D = 256 with the leak-free mask, whose bf16 copy of V
+// leaves room in shared memory for one warpgroup's row sums only (each
+// 128-row tile then takes two CTAs, and the warpgroup all 255 registers).
+template <int D, bool LEAK> constexpr int CONSUMERS = D == 256 && LEAK ? 1 : 2;
+template <int D, bool LEAK> constexpr int THREADS = (CONSUMERS<D, LEAK> + 1) * 128;
 
 // One sequence of the batch: where its tokens are in the caller's tensors,
 // where its rows start in the packed ones, and its first query tile.
@@ -95,10 +103,11 @@ template <int D, bool LEAK> struct __align__(1024) attn_shared {
     uint8_t q[BM * D]; // as K's stage
     kv_stage<D> st[STAGES<D>];
     float qs[DB][BM];              // Q's scales per block of D, scale_pos_a order over the rows
-    float psum[CONSUMERS][64][BN + 1]; // a tile's P, a row per query (+1 against bank conflicts)
-    float alpha[CONSUMERS][64];
-    int flags[CONSUMERS][64]; // 1: the row sees a key of the tile; 2: its max grew
-    float l_final[CONSUMERS][64];
+    static constexpr int NC = CONSUMERS<D, LEAK>;
+    float psum[NC][64][BN + 1]; // a tile's P, a row per query (+1 against bank conflicts)
+    float alpha[NC][64];
+    int flags[NC][64]; // 1: the row sees a key of the tile; 2: its max grew
+    float l_final[NC][64];
     scale_range krange[STAGES<D>], vrange[STAGES<D>]; // the stage's K and V scale ranges
     uint64_t q_full, full[STAGES<D>], empty[STAGES<D>];
     alignas(1024) uint16_t vbf[LEAK ? STAGES<D> : 1][2][LEAK ? D * 64 : 8];
@@ -295,7 +304,7 @@ struct attn_out {
 };
 
 template <int D, bool LEAK>
-__global__ void __launch_bounds__(THREADS, 1)
+__global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
     attn_fwd_sm90(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                   const __grid_constant__ CUtensorMap map_vt, const __grid_constant__ CUtensorMap map_qs,
                   const __grid_constant__ CUtensorMap map_ks, const __grid_constant__ CUtensorMap map_vs,
@@ -314,7 +323,11 @@ __global__ void __launch_bounds__(THREADS, 1)
     auto qk_at = [](const uint8_t *tile, int rows, int r, int db) {
         return tile + (db * 32 / PW<D>) * rows * PW<D> + r * PW<D> + db * 32 % PW<D>;
     };
-    const int tile = (int)blockIdx.x, h = (int)blockIdx.y, hk = h / group;
+    constexpr int NCONS = CONSUMERS<D, LEAK>;
+    // with one consumer warpgroup, CTAs 2i and 2i + 1 take rows 0..63 and
+    // 64..127 of tile i (the rule of the leak-free mask still reads the
+    // whole tile's first and last rows)
+    const int tile = (int)blockIdx.x / (2 / NCONS), h = (int)blockIdx.y, hk = h / group;
     const int b = last_at_or_below(batch, tile, [&](int s) { return seqs[s].first_tile; });
     const seq_info sq = seqs[b];
     // positions in a sequence are ints (the offsets are int32); a row's
@@ -344,13 +357,14 @@ __global__ void __launch_bounds__(THREADS, 1)
 
     if (threadIdx.x == 0) {
         bar_init(&sh.q_full, 1);
-        init_ring(sh.full, sh.empty, CONSUMERS * 128);
+        init_ring(sh.full, sh.empty, NCONS * 128);
     }
     __syncthreads();
 
     const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
     if (warp < 4) { // the producer
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PRODUCER_REGS));
+        if constexpr (NCONS == 2)
+            asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PRODUCER_REGS));
         if (threadIdx.x == 0) {
             bar_expect(&sh.q_full, sizeof sh.q + sizeof sh.qs);
             for (int pn = 0; pn < D / PW<D>; pn++)
@@ -382,9 +396,13 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
         return;
     }
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(CONSUMER_REGS));
+    if constexpr (NCONS == 2) // (with one, the kernel has the registers of 256 threads from the start)
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(CONSUMER_REGS));
 
-    const int wg = warp / 4 - 1, w = warp % 4, g = lane / 4, t = lane % 4, tid = (int)threadIdx.x - 128 * (wg + 1);
+    // wi: the warpgroup among the CTA's consumers (shared arrays, barrier);
+    // wg: its 64 rows of the tile
+    const int wi = warp / 4 - 1, wg = NCONS == 2 ? wi : (int)blockIdx.x % 2;
+    const int w = warp % 4, g = lane / 4, t = lane % 4, tid = (int)threadIdx.x - 128 * (wi + 1);
     const int row0 = wg * 64 + w * 16 + g;    // the tile rows of this thread: row0 and row0 + 8
     const int local[2] = {w * 16 + g, w * 16 + g + 8}; // the same in the warpgroup
     const int lim[2] = {limit(r0 + row0), limit(r0 + row0 + 8)};
@@ -394,7 +412,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int i = 0; i < D / 2; i++)
         o[i] = 0.0f;
     const fp8_fmt f8 = fp8_e4m3();
-    const uint32_t wg_bar = 1 + wg;
+    const uint32_t wg_bar = 1 + wi;
     // the query tile's scale range (each key tile's comes with its stage)
     const scale_range qr = q_range[h * (q_rows / BM) + (sq.q_off + r0) / BM];
     const int lim_min = lim[0] < lim[1] ? lim[0] : lim[1];
@@ -497,11 +515,11 @@ __global__ void __launch_bounds__(THREADS, 1)
             named_sync(wg_bar, 128); // the previous tile's sums are done with psum
 #pragma unroll
             for (int I = 0; I < KP / 2; I++)
-                sh.psum[wg][local[(I / 2) % 2]][x_key(I)] = lo[I];
+                sh.psum[wi][local[(I / 2) % 2]][x_key(I)] = lo[I];
             s_pass(hi, 1);
 #pragma unroll
             for (int I = 0; I < KP / 2; I++)
-                lo[I] = sh.psum[wg][local[(I / 2) % 2]][x_key(I)];
+                lo[I] = sh.psum[wi][local[(I / 2) % 2]][x_key(I)];
         }
 
         // x = S * c, masked (a tile the thread's rows see whole needs no
@@ -556,21 +574,21 @@ __global__ void __launch_bounds__(THREADS, 1)
             named_sync(wg_bar, 128); // the previous tile's sums are done with psum
 #pragma unroll
         for (int i = 0; i < 64; i++)
-            sh.psum[wg][local[(i / 2) % 2]][8 * (i / 4) + 2 * t + i % 2] = x[i];
+            sh.psum[wi][local[(i / 2) % 2]][8 * (i / 4) + 2 * t + i % 2] = x[i];
         if (t == 0)
             for (int hh = 0; hh < 2; hh++) {
-                sh.flags[wg][local[hh]] = (int)vis[hh] | (int)grew[hh] << 1;
-                sh.alpha[wg][local[hh]] = alpha[hh];
+                sh.flags[wi][local[hh]] = (int)vis[hh] | (int)grew[hh] << 1;
+                sh.alpha[wi][local[hh]] = alpha[hh];
             }
         named_sync(wg_bar, 128);
         if (tid < 64) {
-            const int fl = sh.flags[wg][tid];
+            const int fl = sh.flags[wi][tid];
             if (fl & 1) {
                 if (fl & 2)
-                    l = __fmul_rn(l, sh.alpha[wg][tid]);
+                    l = __fmul_rn(l, sh.alpha[wi][tid]);
                 float sum = 0.0f;
                 for (int j = 0; j < BN; j++)
-                    sum = __fadd_rn(sum, sh.psum[wg][tid][j]);
+                    sum = __fadd_rn(sum, sh.psum[wi][tid][j]);
                 l = __fadd_rn(l, __fmul_rn(sum, 0.00390625f));
             }
         }
@@ -581,7 +599,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         // through two partials as above
         uint32_t af[BN / 32][4];
         // P * V: products of one block of keys and NV columns of V (32 at
-        // D = 256, where O takes half the registers), PVH a block
+        // D = 256, where O takes more than half the registers), PVH a block
         constexpr int NV = D == 256 ? 32 : 64, PVH = D / NV;
         float va[NV / 2], vb[NV / 2];
         float pscale[BN / 32][2];
@@ -775,14 +793,15 @@ __global__ void __launch_bounds__(THREADS, 1)
                 for (int hf = 0; hf < DH; hf++) {
                     float *oh = &o[32 * hf];
                     float(&oh32)[32] = *reinterpret_cast<float(*)[32]>(oh);
+                    float keep[32];
 #pragma unroll
                     for (int i = 0; i < 32; i++)
-                        va[i] = oh[i]; // rows that skip this block keep their O (as the reference skips them)
+                        keep[i] = oh[i]; // rows that skip this block keep their O (as the reference skips them)
                     // the copy and every other write of O's registers before
                     // the fence, every read after the wait (PTX's rule for
                     // the accumulator of a wgmma in flight)
                     fence_regs(oh32);
-                    fence_regs(va);
+                    fence_regs(keep);
                     const uint16_t *panel = sh.vbf[s][kb / 2] + hf * 64 * 64 + (kb % 2) * 32;
                     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
                     wgmma_bf16_rs_acc_n64(oh, bfa[0], desc_sw128(panel));
@@ -793,7 +812,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
                     for (int i = 0; i < 32; i++)
                         if (!use[(i / 2) % 2])
-                            oh[i] = va[i];
+                            oh[i] = keep[i];
                 }
             }
         }
@@ -805,14 +824,14 @@ __global__ void __launch_bounds__(THREADS, 1)
     // O = O / l, LSE = (m + log2 l) ln 2; rows that saw nothing: 0 and -Inf
     named_sync(wg_bar, 128);
     if (tid < 64)
-        sh.l_final[wg][tid] = l;
+        sh.l_final[wi][tid] = l;
     named_sync(wg_bar, 128);
 #pragma unroll
     for (int hh = 0; hh < 2; hh++) {
         const int64_t i = r0 + row0 + 8 * hh;
         if (i >= sq.lq)
             continue;
-        const float lr = sh.l_final[wg][local[hh]];
+        const float lr = sh.l_final[wi][local[hh]];
         const bool any = lr != 0.0f || lr != lr;
         const int64_t token = sq.q0 + i;
         for (int jj = 0; jj < D / 8; jj++)
@@ -854,7 +873,7 @@ template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, 
     q_rows = q_rows < BM ? BM : q_rows, k_rows = k_rows < BN ? BN : k_rows;
     cudaError_t e = cudaSuccess;
     // the accelerator's coordinates and the grid are 32-bit
-    if (tiles > INT32_MAX || hq > 65535 || hq * q_rows > INT32_MAX || hkv * k_rows > INT32_MAX || hkv * D > INT32_MAX)
+    if (tiles > INT32_MAX / 2 || hq > 65535 || hq * q_rows > INT32_MAX || hkv * k_rows > INT32_MAX || hkv * D > INT32_MAX)
         e = cudaErrorInvalidValue;
     if (tiles == 0 || e != cudaSuccess) {
         free(seqs);
@@ -985,7 +1004,8 @@ template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, 
     memcpy(&log2e, &log2e_bits, 4);
     const float c = a.softmax_scale * log2e; // one fp32 product, as the reference computes it
     const attn_out out = {a.o.base, a.o.s0, a.o.s1, a.o.s2, a.o.dtype == MXFA_BF16, a.lse, a.ls0, a.ls1};
-    attn_fwd_sm90<D, LEAK><<<dim3((unsigned)tiles, (unsigned)hq), THREADS, SMEM_BYTES<D, LEAK>, stream>>>(
+    attn_fwd_sm90<D, LEAK><<<dim3((unsigned)(tiles * (2 / CONSUMERS<D, LEAK>)), (unsigned)hq), THREADS<D, LEAK>,
+                             SMEM_BYTES<D, LEAK>, stream>>>(
         maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], maps[6], dseqs, q_range, k_range, v_range, batch,
         (int)(hq / hkv), q_rows, k_rows, c, a.causal, a.p_dynamic, out);
     return cudaGetLastError();
