@@ -59,8 +59,10 @@ for f in $files; do
         /Compiling entry function/ { k = $0; allowed = 0
             if (k ~ /attn_fwd_sm90ILi256ELb0E/) allowed = 8
             if (k ~ /attn_fwd_sm90ILi256ELb1E/) allowed = 8192 }
-        / bytes spill stores/ { for (i = 1; i < NF; i++) if ($(i + 1) == "bytes" && $(i + 2) == "spill" && $(i + 3) == "stores,")
-                if ($i + 0 > allowed) print k ": " $i " bytes" }' "$tmp/$f.log")
+        / bytes spill stores/ {
+            for (i = 1; i < NF; i++)
+                if ($(i + 1) == "bytes" && $(i + 2) == "spill" && $(i + 3) == "stores," && $i + 0 > allowed)
+                    print k ": " $i " bytes" }' "$tmp/$f.log")
     if [ -n "$over" ]; then
         echo "$over" | sed 's/^/# /'
         echo "not ok $n - ptxas spills more than stated in a kernel of $f"

@@ -164,7 +164,8 @@ __device__ __forceinline__ void range_add(uint32_t lo, uint32_t hi, scale_range 
 // each tile's scale range [H][rows / 128]. A thread per packed row; grid x
 // over the rows / 128, y over the heads.
 template <int D>
-__global__ void pack_rows(const uint8_t *codes, const uint8_t *scales, const seq_info *seqs, int batch, bool keys, uint8_t *out, float *out_scales, scale_range *ranges, int64_t rows)
+__global__ void pack_rows(const uint8_t *codes, const uint8_t *scales, const seq_info *seqs, int batch, bool keys,
+                          uint8_t *out, float *out_scales, scale_range *ranges, int64_t rows)
 {
     constexpr int DB = D / 32;
     __shared__ uint32_t red[8];
@@ -197,8 +198,8 @@ __global__ void pack_rows(const uint8_t *codes, const uint8_t *scales, const seq
 // before). A block per 32 packed keys, a
 // thread per column of V; grid y over the heads.
 template <int D>
-__global__ void pack_v(const uint8_t *codes, const uint8_t *scales, const seq_info *seqs, int batch, uint8_t *out, float *out_scales, scale_range *ranges,
-                       int64_t rows)
+__global__ void pack_v(const uint8_t *codes, const uint8_t *scales, const seq_info *seqs, int batch, uint8_t *out,
+                       float *out_scales, scale_range *ranges, int64_t rows)
 {
     const int64_t p0 = (int64_t)blockIdx.x * 32, h = blockIdx.y, heads = gridDim.y;
     const int e = (int)threadIdx.x;
@@ -310,8 +311,8 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
                   const __grid_constant__ CUtensorMap map_ks, const __grid_constant__ CUtensorMap map_vs,
                   const __grid_constant__ CUtensorMap map_vbf,
                   const seq_info *seqs, const scale_range *q_range, const scale_range *k_range,
-                  const scale_range *v_range, int batch, int group, int64_t q_rows, int64_t k_rows, float c, bool causal,
-                  bool p_dynamic, attn_out out)
+                  const scale_range *v_range, int batch, int group, int64_t q_rows, int64_t k_rows, float c,
+                  bool causal, bool p_dynamic, attn_out out)
 {
 #ifdef MXFA_SM90_CODE
     constexpr int DB = D / 32, DH = D / 64; // blocks of D; halves of 64 columns of O
@@ -782,7 +783,8 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
                     return v != v || scale != scale ? 0x7FC0u : f32_to_bf16(__float_as_uint(__fmul_rn(v, scale)));
                 };
                 auto pair = [&](uint32_t word, int byte, float scale) {
-                    return widen((word >> (8 * byte)) & 0xFFu, scale) | widen((word >> (8 * byte + 8)) & 0xFFu, scale) << 16;
+                    return widen((word >> (8 * byte)) & 0xFFu, scale) |
+                           widen((word >> (8 * byte + 8)) & 0xFFu, scale) << 16;
                 };
                 const float s0 = pscale[kb][0], s1 = pscale[kb][1];
                 const uint32_t bfa[2][4] = {
@@ -873,7 +875,8 @@ template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, 
     q_rows = q_rows < BM ? BM : q_rows, k_rows = k_rows < BN ? BN : k_rows;
     cudaError_t e = cudaSuccess;
     // the accelerator's coordinates and the grid are 32-bit
-    if (tiles > INT32_MAX / 2 || hq > 65535 || hq * q_rows > INT32_MAX || hkv * k_rows > INT32_MAX || hkv * D > INT32_MAX)
+    if (tiles > INT32_MAX / 2 || hq > 65535 || hq * q_rows > INT32_MAX || hkv * k_rows > INT32_MAX ||
+        hkv * D > INT32_MAX)
         e = cudaErrorInvalidValue;
     if (tiles == 0 || e != cudaSuccess) {
         free(seqs);
@@ -995,7 +998,8 @@ template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, 
         (LEAK && (e = tensor_map(&maps[6], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, vbf, (uint64_t)k_rows, (uint64_t)(hkv * D),
                                  (uint64_t)k_rows * 2, 64, D, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess))
         return e;
-    static const cudaError_t attr =
+    // on every launch: the attribute belongs to the current device
+    const cudaError_t attr =
         cudaFuncSetAttribute(attn_fwd_sm90<D, LEAK>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES<D, LEAK>);
     if (attr != cudaSuccess)
         return attr;

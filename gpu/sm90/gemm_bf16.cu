@@ -219,11 +219,12 @@ cudaError_t launch_gemm_sm90_bf16(const dview &a, const dview &sa, const dview &
         (e = tensor_map(&maps[1], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, wb, (uint64_t)K, (uint64_t)N,
                         (uint64_t)b_rs * 2, BK, BN, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess)
         return e;
-    static const cudaError_t attr[2] = {
-        cudaFuncSetAttribute(gemm_sm90_bf16<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES),
-        cudaFuncSetAttribute(gemm_sm90_bf16<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES)};
-    if (attr[c != nullptr] != cudaSuccess)
-        return attr[c != nullptr];
+    // on every launch: the attribute belongs to the current device
+    const cudaError_t attr =
+        c ? cudaFuncSetAttribute(gemm_sm90_bf16<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES)
+          : cudaFuncSetAttribute(gemm_sm90_bf16<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+    if (attr != cudaSuccess)
+        return attr;
     const dim3 grid((unsigned)(tiles_m * tiles_n));
     float *dp = reinterpret_cast<float *>(d.base);
     if (c)

@@ -296,13 +296,11 @@ __global__ void scales_in_range(const scale_range *ranges, int nkb, int *in_rang
 // match the scales (decided on the device by scales_in_range) returns at once.
 template <int TA, int TB, typename... Args> cudaError_t launch_both(dim3 grid, cudaStream_t stream, Args... args)
 {
-    static const cudaError_t e = [] {
-        cudaError_t r =
-            cudaFuncSetAttribute(gemm_sm90_fp8<TA, TB, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
-        return r != cudaSuccess ? r
-                                : cudaFuncSetAttribute(gemm_sm90_fp8<TA, TB, false>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
-    }();
+    // on every launch: the attribute belongs to the current device
+    cudaError_t e =
+        cudaFuncSetAttribute(gemm_sm90_fp8<TA, TB, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(gemm_sm90_fp8<TA, TB, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
     if (e != cudaSuccess)
         return e;
     gemm_sm90_fp8<TA, TB, true><<<grid, THREADS, SMEM_BYTES, stream>>>(args...);
