@@ -431,23 +431,68 @@ static void fill_normal(buf *b, mxfa_dtype dt, int64_t rows, int64_t cols, int l
         }
 }
 
+/* How Q, K and V lie in memory: packed [tokens][H][D], heads padded by 32
+ * elements (the kernel quantizes a head at a time, without the wide row
+ * path), or head-major [H][tokens][D]. */
+enum { PACKED, PADDED, HEAD_MAJOR };
+
+static size_t view_elems(int layout, int64_t n0, int64_t n1, int64_t d)
+{
+    return (size_t)(n0 * n1 * (layout == PADDED ? d + 32 : d));
+}
+
+static mxfa_tensor t3_layout(buf *b, int device, mxfa_dtype dt, int layout, int64_t n0, int64_t n1, int64_t d)
+{
+    mxfa_tensor t = t3(b, device, dt, n0, n1, d);
+    if (layout == PADDED)
+        t.stride[0] = n1 * (d + 32), t.stride[1] = d + 32;
+    else if (layout == HEAD_MAJOR)
+        t.stride[0] = d, t.stride[1] = n0 * d;
+    return t;
+}
+
+/* Element (token, head, column) of a view of that layout times 2^e, or set
+ * to v when e is 0. */
+static void poke(buf *b, mxfa_dtype dt, const mxfa_tensor *t, int64_t tok, int64_t h, int64_t c, int e, float v)
+{
+    const size_t at = (size_t)(tok * t->stride[0] + h * t->stride[1] + c * t->stride[2]);
+    float x;
+    if (dt == MXFA_BF16) {
+        uint16_t u;
+        memcpy(&u, b->host + 2 * at, 2);
+        x = mxfa_bf16_to_f32(u);
+        x = e ? ldexpf(x, e) : v;
+        u = mxfa_f32_to_bf16(x);
+        memcpy(b->host + 2 * at, &u, 2);
+    } else {
+        memcpy(&x, b->host + 4 * at, 4);
+        x = e ? ldexpf(x, e) : v;
+        memcpy(b->host + 4 * at, &x, 4);
+    }
+}
+
 /* The forward pass under sm90-fp8 (D = 64, 128 and 256, the kernel's
  * 128 x 128 geometry): jagged batches with empty and ragged sequences, GQA,
  * no mask, the leak-free causal mask and the plain one,
- * const and dynamic P, every preset, fp32 and bf16 in and out, tiny
- * magnitudes; O and LSE byte for byte against the cpu backend, which
+ * const and dynamic P, every preset, fp32 and bf16 in and out, three
+ * layouts in memory, tiny magnitudes everywhere or in part (so that some
+ * tiles take the general promotion and others the bare fma), NaN and Inf
+ * inputs, and now and then sequences of up to 1000 tokens; O and LSE byte for byte against the cpu backend, which
  * tests/t-cpu holds to ref bit for bit under every model (ref's exact
  * emulation would take minutes at these sizes). */
 static int attn_case(int trial, int device, char *what, size_t what_len)
 {
     static const int64_t dims[3] = {64, 128, 256};
     const int64_t d = dims[rng_below(3)];
-    const int batch = 1 + (int)rng_below(3), hkv = 1 + (int)rng_below(2), group = 1 + (int)rng_below(3);
+    const int longer = rng_below(10) == 0; /* one sequence of up to 1000 tokens: more key tiles than stages */
+    const int batch = longer ? 1 : 1 + (int)rng_below(3);
+    const int hkv = 1 + (int)rng_below(2), group = 1 + (int)rng_below(3);
+    const uint32_t most = longer ? 1000 : 300;
     const int64_t hq = hkv * group;
     int32_t cq[4] = {0}, ck[4] = {0};
     for (int b = 1; b <= batch; b++) {
-        int32_t lq = rng_below(6) == 0 ? 0 : 1 + (int32_t)rng_below(300);
-        int32_t lk = rng_below(3) == 0 ? lq : (rng_below(6) == 0 ? 0 : 1 + (int32_t)rng_below(300));
+        int32_t lq = rng_below(6) == 0 ? 0 : 1 + (int32_t)rng_below(most);
+        int32_t lk = rng_below(3) == 0 ? lq : (rng_below(6) == 0 ? 0 : 1 + (int32_t)rng_below(most));
         cq[b] = cq[b - 1] + lq;
         ck[b] = ck[b - 1] + lk;
     }
@@ -470,32 +515,61 @@ static int attn_case(int trial, int device, char *what, size_t what_len)
     const int loud = rng_below(3) == 0 ? (int)rng_below((uint32_t)d) : -1;
     /* far: Q and K near 2^-64 and V near 2^-112, so that the products of
      * their scales (and V's with P's 2^-8) fall below the normal range,
-     * where the kernel leaves its bare fma for the general promotion */
-    const int far = rng_below(4) == 0;
+     * where the kernel leaves its bare fma for the general promotion: 1 all
+     * of them, 2 all of Q and only KV head 0's first 100 tokens of K and V */
+    const int far = rng_below(3) == 0 ? 1 + (int)rng_below(2) : 0;
+    const int layout = (int)rng_below(3);
+    /* special: a NaN, +Inf or -Inf in Q, K or V */
+    const int special = rng_below(6) == 0 ? 1 + (int)rng_below(3) : 0;
     snprintf(what, what_len,
              "trial %d: D %lld, %d sequences q (%d, %d, %d) k (%d, %d, %d), Hq %lld, Hkv %d, %s, %s P, %s, "
-             "%s/%s/%s in%s, %s out, %s memory",
+             "%s/%s/%s in%s%s%s, %s out, %s memory",
              trial, (long long)d, batch, cq[1] - cq[0], cq[2] - cq[1], cq[3] - cq[2], ck[1] - ck[0], ck[2] - ck[1],
              ck[3] - ck[2],
              (long long)hq, hkv, p.causal == MXFA_CAUSAL ? "causal" : p.causal ? "causal-plain" : "no mask",
              p.p_scale ? "dynamic" : "const",
              mxfa_preset_name(p.preset), mxfa_dtype_name(in), mxfa_dtype_name(kin), mxfa_dtype_name(vin),
-             far ? " (tiny)" : "", mxfa_dtype_name(out), device ? "device" : "host");
+             far == 1 ? " (tiny)" : far == 2 ? " (tiny in part)" : "",
+             layout == PADDED ? " padded heads" : layout == HEAD_MAJOR ? " head-major" : "",
+             special ? " with a NaN or Inf" : "", mxfa_dtype_name(out), device ? "device" : "host");
     const size_t os = mxfa_dtype_size(out);
-    buf q = buf_new((size_t)(tq * hq * d) * mxfa_dtype_size(in), 0),
-        k = buf_new((size_t)(tk * hkv * d) * mxfa_dtype_size(kin), 0),
-        v = buf_new((size_t)(tk * hkv * d) * mxfa_dtype_size(vin), 0);
-    fill_normal(&q, in, tq * hq, d, -1, far ? -64 : 0);
-    fill_normal(&k, kin, tk * hkv, d, loud, far ? -64 : 0);
-    fill_normal(&v, vin, tk * hkv, d, -1, far ? -112 : 0);
+    const int64_t dq = (int64_t)view_elems(layout, tq, hq, d) / (tq * hq);
+    const int64_t dk = (int64_t)view_elems(layout, tk, hkv, d) / (tk * hkv);
+    buf q = buf_new(view_elems(layout, tq, hq, d) * mxfa_dtype_size(in), 0),
+        k = buf_new(view_elems(layout, tk, hkv, d) * mxfa_dtype_size(kin), 0),
+        v = buf_new(view_elems(layout, tk, hkv, d) * mxfa_dtype_size(vin), 0);
+    /* rows of dq (dk) values: the loud channel is a column of every head
+     * in the packed and head-major layouts */
+    fill_normal(&q, in, tq * hq, dq, -1, far ? -64 : 0);
+    fill_normal(&k, kin, tk * hkv, dk, loud, far == 1 ? -64 : 0);
+    fill_normal(&v, vin, tk * hkv, dk, -1, far == 1 ? -112 : 0);
+    {
+        const mxfa_tensor kv = t3_layout(&k, 0, kin, layout, tk, hkv, d);
+        const mxfa_tensor vv = t3_layout(&v, 0, vin, layout, tk, hkv, d);
+        for (int64_t tok = 0; far == 2 && tok < tk && tok < 100; tok++)
+            for (int64_t c = 0; c < d; c++) {
+                poke(&k, kin, &kv, tok, 0, c, -64, 0.0f);
+                poke(&v, vin, &vv, tok, 0, c, -112, 0.0f);
+            }
+        if (special) {
+            const float sv = special == 1 ? NAN : special == 2 ? INFINITY : -INFINITY;
+            const int which = (int)rng_below(3);
+            buf *sb = which == 0 ? &q : which == 1 ? &k : &v;
+            const mxfa_dtype sdt = which == 0 ? in : which == 1 ? kin : vin;
+            const int64_t n0 = which == 0 ? tq : tk, n1 = which == 0 ? hq : hkv;
+            const mxfa_tensor st = t3_layout(sb, 0, sdt, layout, n0, n1, d);
+            poke(sb, sdt, &st, (int64_t)rng_below((uint32_t)n0), (int64_t)rng_below((uint32_t)n1),
+                 (int64_t)rng_below((uint32_t)d), 0, sv);
+        }
+    }
     buf o[2] = {buf_new((size_t)(tq * hq * d) * os, 0xA5), buf_new((size_t)(tq * hq * d) * os, 0xA5)};
     buf lse[2] = {buf_new((size_t)(tq * hq) * 4, 0xA5), buf_new((size_t)(tq * hq) * 4, 0xA5)};
     mxfa_ctx *ctx[2] = {cpu, gpu};
     mxfa_status st[2];
     for (int i = 0; i < 2; i++) {
         const int dev = i && device;
-        mxfa_tensor qt = t3(&q, dev, in, tq, hq, d), kt = t3(&k, dev, kin, tk, hkv, d),
-                    vt = t3(&v, dev, vin, tk, hkv, d);
+        mxfa_tensor qt = t3_layout(&q, dev, in, layout, tq, hq, d), kt = t3_layout(&k, dev, kin, layout, tk, hkv, d),
+                    vt = t3_layout(&v, dev, vin, layout, tk, hkv, d);
         mxfa_tensor ot = t3(&o[i], dev, out, tq, hq, d), lt = t2(&lse[i], dev, MXFA_F32, tq, hq, hq, 1);
         st[i] = mxfa_attn_fwd(ctx[i], &p, &qt, &kt, &vt, cq, ck, batch, &ot, &lt);
     }
