@@ -460,10 +460,10 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
 #pragma unroll
                     for (int hj = 0; hj < 2; hj++) {
                         const int i = 4 * (2 * j2 + hj), I = c * NW / 2 + i;
-                        xs[I + 0] = __fmaf_rn(p[i + 0], __fmul_rn(a.x, bs[2 * hj]), xs[I + 0]);
-                        xs[I + 1] = __fmaf_rn(p[i + 1], __fmul_rn(a.x, bs[2 * hj + 1]), xs[I + 1]);
-                        xs[I + 2] = __fmaf_rn(p[i + 2], __fmul_rn(a.y, bs[2 * hj]), xs[I + 2]);
-                        xs[I + 3] = __fmaf_rn(p[i + 3], __fmul_rn(a.y, bs[2 * hj + 1]), xs[I + 3]);
+                        xs[I + 0] = promote_fast(p[i + 0], a.x, bs[2 * hj], xs[I + 0]);
+                        xs[I + 1] = promote_fast(p[i + 1], a.x, bs[2 * hj + 1], xs[I + 1]);
+                        xs[I + 2] = promote_fast(p[i + 2], a.y, bs[2 * hj], xs[I + 2]);
+                        xs[I + 3] = promote_fast(p[i + 3], a.y, bs[2 * hj + 1], xs[I + 3]);
                     }
                 }
                 return;
@@ -705,7 +705,7 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
 #pragma unroll
                             for (int e = 0; e < 4; e++) {
                                 const int i = 4 * (2 * j2 + hj) + e, I = c * NV / 2 + i;
-                                o[I] = __fmaf_rn(p[i], __fmul_rn(pscale[kb][e / 2], vsc[2 * hj + e % 2]), o[I]);
+                                o[I] = promote_fast(p[i], pscale[kb][e / 2], vsc[2 * hj + e % 2], o[I]);
                             }
                     } else { // both rows' P scale is 2^-8: one product a column
 #pragma unroll

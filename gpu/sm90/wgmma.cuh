@@ -137,17 +137,19 @@ __device__ __forceinline__ void wgmma_k32_n64(float (&d)[32], uint64_t da, uint6
                  : "memory");
 }
 
-// m64n32k32 (16 registers a thread, element i being element i of the
-// m64n128 fragment's first 32 columns), both operands from shared memory.
+// The same at n32 (16 registers a thread, element i being element i of the
+// m64n128 fragment's first 32 columns).
+#define MXFA_WGMMA_REGS16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define MXFA_WGMMA_OUT16(d)                                                                                            \
+    "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]), "=f"(d[8]),        \
+        "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15])
+
 __device__ __forceinline__ void wgmma_k32_n32(float (&d)[16], uint64_t da, uint64_t db)
 {
     asm volatile("{\n.reg .pred zero_acc;\nsetp.ne.b32 zero_acc, %18, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+                 "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 " MXFA_WGMMA_REGS16
                  ", %16, %17, zero_acc, 1, 1;\n}\n"
-                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]),
-                   "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]),
-                   "=f"(d[15])
+                 : MXFA_WGMMA_OUT16(d)
                  : "l"(da), "l"(db), "n"(0)
                  : "memory");
 }
@@ -165,12 +167,9 @@ __device__ __forceinline__ void wgmma_k32_rs_n64(float (&d)[32], const uint32_t 
 __device__ __forceinline__ void wgmma_k32_rs_n32(float (&d)[16], const uint32_t (&a)[4], uint64_t db)
 {
     asm volatile("{\n.reg .pred zero_acc;\nsetp.ne.b32 zero_acc, %21, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+                 "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 " MXFA_WGMMA_REGS16
                  ", {%16, %17, %18, %19}, %20, zero_acc, 1, 1;\n}\n"
-                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]),
-                   "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]),
-                   "=f"(d[15])
+                 : MXFA_WGMMA_OUT16(d)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(0)
                  : "memory");
 }
