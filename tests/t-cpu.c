@@ -510,6 +510,9 @@ static void check_attn(int backward)
         {3, {0, 33, 33, 100}, {0, 50, 51, 140}, 4, 2, 128, 64, 96},
         {1, {0, 64}, {0, 97}, 1, 1, 256, 32, 64},
         {2, {0, 1, 70}, {0, 1, 69}, 3, 1, 64, 32, 32},
+        /* query tiles taller than a key tile and than D (the backward
+         * pass's scratch once held max(BN, D) rows of scales) */
+        {1, {0, 200}, {0, 200}, 1, 1, 64, 256, 32},
     };
     const char *what = backward ? "backward" : "forward";
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {

@@ -348,7 +348,9 @@ static void job_free(bwd_kv *j)
 static int job_alloc(bwd_kv *j)
 {
     const int64_t lq = j->lq, lk = j->lk, d = j->d, bm = j->p->block_m, bn = j->p->block_n;
-    const int64_t bmp = round_up(bm, 32), bnp = round_up(bn, KERN_NR), wmax = bnp > d ? bnp : d;
+    const int64_t bmp = round_up(bm, 32), bnp = round_up(bn, KERN_NR);
+    /* product's operands: up to bm rows (a query tile), bn or D columns */
+    const int64_t wmax = bmp > bnp ? (bmp > d ? bmp : d) : (bnp > d ? bnp : d);
     int ok = bmat_alloc(&j->kt, d, lk, MXFA_E4M3, 32, 32) && bmat_alloc(&j->k, lk, d, MXFA_E4M3, 32, 32) &&
              bmat_alloc(&j->ktbf, d, lk, MXFA_BF16, 32, 32) && bmat_alloc(&j->kbf, lk, d, MXFA_BF16, 32, 32) &&
              bmat_alloc(&j->vt, d, lk, MXFA_E4M3, 32, 1) && bmat_alloc(&j->q, lq, d, MXFA_E4M3, 32, 32) &&
