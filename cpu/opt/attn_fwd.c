@@ -115,11 +115,14 @@ static int ws_alloc(tile_ws *w, int64_t bm, int64_t bn, int64_t d)
     memset(w, 0, sizeof *w);
     int ok = fx_alloc(&w->q, bm, d, MXFA_E4M3) && fx_alloc(&w->p, bm, bn, MXFA_E4M3) &&
              fx_alloc(&w->pbf, bm, bn, MXFA_BF16);
-    w->sq = malloc((size_t)(nd * bm) * sizeof(int));
-    w->fq = malloc((size_t)(nd * bm));
-    w->sp = malloc((size_t)(nb * bm) * sizeof(int));
-    w->fp = malloc((size_t)(nb * bm));
-    w->fpbf = malloc((size_t)(nb * bm));
+    /* zeroed: the block steps read the scales and flags of every row of a
+     * group of KERN_MR, also of rows past the tile's end or without keys,
+     * whose results they then drop */
+    w->sq = calloc((size_t)(nd * bm), sizeof(int));
+    w->fq = calloc((size_t)(nd * bm), 1);
+    w->sp = calloc((size_t)(nb * bm), sizeof(int));
+    w->fp = calloc((size_t)(nb * bm), 1);
+    w->fpbf = calloc((size_t)(nb * bm), 1);
     w->zero = calloc((size_t)(bm > d ? bm : d), sizeof(int));
     w->active = malloc((size_t)bm);
     w->row_on = malloc((size_t)bm);
@@ -271,6 +274,7 @@ static int run_tile(const fwd_job *job, const kv_side *kv, const mxfa_view *qs, 
         }
         if (lse) {
             int64_t idx[2] = {q0 + r0 + r, h};
+            lse_v = ref_canonical_nan(lse_v);
             memcpy(view_nd_at(lse, idx), &lse_v, 4);
         }
     }
