@@ -277,6 +277,18 @@ static void check_edges(void)
         ok(good && head1_nan > 0 && isfinite(o[(6 * H + 0) * D]),
            "an Inf in K propagates as NaN to the queries of its head (%d of %lld), never crashes", head1_nan,
            (long long)SQ);
+        /* Inf - Inf in x - m makes the processor's own NaN (0xFFC00000 on
+         * x86); what the call returns is the canonical one */
+        int64_t nans = 0, odd = 0;
+        for (int64_t i = 0; i < SQ * H * (D + 1); i++) {
+            const float x = i < SQ * H * D ? o[i] : l[i - SQ * H * D];
+            uint32_t u;
+            memcpy(&u, &x, 4);
+            nans += isnan(x);
+            odd += isnan(x) && u != 0x7FFFFFFFu;
+        }
+        ok(good && nans > 0 && odd == 0, "every NaN in O and LSE is 0x7FFFFFFF (%lld NaNs, %lld others)",
+           (long long)nans, (long long)odd);
         free(q), free(k), free(v), free(o), free(l);
     }
     /* one token each, and bf16 output */

@@ -172,6 +172,7 @@ static mxfa_status run_head(mxfa_ctx *ctx, head_job *job, const mxfa_view_nd *qv
         }
         if (lse) {
             int64_t idx[2] = {q0 + i, h};
+            lse_v = ref_canonical_nan(lse_v);
             memcpy(view_nd_at(lse, idx), &lse_v, 4);
         }
     }

@@ -49,11 +49,21 @@ static inline float ref_load_f32_3d(const mxfa_view_nd *v, int64_t i0, int64_t i
     return f32_from_bits(b);
 }
 
+/* A NaN as the canonical 0x7FFFFFFF, for outputs (O, LSE, dQ, dK, dV):
+ * the NaN an fp32 operation makes differs between processors (x86 makes
+ * 0xFFC00000, a GPU 0x7FFFFFFF), and outputs must be the same bits on
+ * every backend. */
+static inline float ref_canonical_nan(float x)
+{
+    return x != x ? f32_from_bits(0x7FFFFFFFu) : x;
+}
+
 /* Store x at element (i0, i1, i2) of a 3-D f32 or bf16 view (bf16 rounded
- * to nearest even). */
+ * to nearest even; a NaN canonical). */
 static inline void ref_store_f32_3d(const mxfa_view_nd *v, int64_t i0, int64_t i1, int64_t i2, float x)
 {
     int64_t idx[3] = {i0, i1, i2};
+    x = ref_canonical_nan(x);
     void *p = view_nd_at(v, idx);
     if (v->dtype == MXFA_BF16) {
         uint16_t h = mxfa_f32_bits_to_bf16(f32_bits(x));
