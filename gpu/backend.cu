@@ -209,7 +209,7 @@ public:
     }
 
 private:
-    enum { MAX = 8 };
+    enum { MAX = 10 };
     mxfa_ctx *ctx_;
     const char *what_;
     cudaStream_t stream_;
@@ -377,12 +377,40 @@ mxfa_status attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_n
     return c.finish(launch_attn_fwd_sm90(a, c.stream()));
 }
 
-mxfa_status attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *, const mxfa_view_nd *, const mxfa_view_nd *,
-                     const mxfa_view_nd *, const mxfa_view_nd *, const mxfa_view_nd *, const mxfa_view_nd *,
-                     const int32_t *, const int32_t *, int, const mxfa_view_nd *, const mxfa_view_nd *,
-                     const mxfa_view_nd *)
+// Attention backward runs on Hopper under the sm90 models, composed of
+// their block-scaled products (gpu/sm90/attn_bwd.cu); the leak-free causal
+// mask is refused with the reason.
+mxfa_status attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_nd *q, const mxfa_view_nd *k,
+                     const mxfa_view_nd *v, const mxfa_view_nd *o, const mxfa_view_nd *dout, const mxfa_view_nd *lse,
+                     const int32_t *cu_q, const int32_t *cu_k, int batch, const mxfa_view_nd *dq,
+                     const mxfa_view_nd *dk, const mxfa_view_nd *dv)
 {
-    return not_yet(ctx, "attention");
+    if (p->model != MXFA_MODEL_SM90_FP8 && p->model != MXFA_MODEL_SM90_BF16)
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention backward: the cuda backend computes the sm90-fp8 and "
+                    "sm90-bf16 models only (use the cpu or ref backend for the others)");
+    if (p->causal == MXFA_CAUSAL)
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention backward: the cuda backend does not do the leak-free causal "
+                    "mask yet (its diagonal blocks take bf16 operands); the plain causal mask and no mask it does "
+                    "(use the cpu or ref backend for this one)");
+    CHECK(need_hopper(ctx, "attention backward", "the sm90 products need"));
+    mxfa_view_nd qv = *q, kv = *k, vv = *v, ov = *o, gv = *dout, lv = *lse, dqv = *dq, dkv = *dk, dvv = *dv;
+    call c(ctx, "attention backward");
+    c.add(&qv, false), c.add(&kv, false), c.add(&vv, false), c.add(&ov, false), c.add(&gv, false);
+    c.add(&lv, false), c.add(&dqv, true), c.add(&dkv, true), c.add(&dvv, true);
+    CHECK(c.begin());
+    attn_bwd_args a;
+    a.q = nd3_of(qv), a.k = nd3_of(kv), a.v = nd3_of(vv), a.o = nd3_of(ov), a.dout = nd3_of(gv);
+    a.dq = nd3_of(dqv), a.dk = nd3_of(dkv), a.dv = nd3_of(dvv);
+    a.lse = static_cast<const float *>(lv.base), a.ls0 = lv.stride[0], a.ls1 = lv.stride[1];
+    a.cu_q = cu_q, a.cu_k = cu_k, a.batch = batch, a.preset = (int)p->preset;
+    a.block_m = p->block_m, a.block_n = p->block_n;
+    a.causal = p->causal != MXFA_CAUSAL_NONE, a.p_dynamic = p->p_scale == MXFA_P_DYNAMIC;
+    a.bf16_model = p->model == MXFA_MODEL_SM90_BF16;
+    const uint32_t log2e_bits = 0x3FB8AA3Bu; // fl(log2 e), as the reference takes it
+    memcpy(&a.log2e, &log2e_bits, 4);
+    a.softmax_scale = p->softmax_scale;
+    a.c = p->softmax_scale * a.log2e;
+    return c.finish(launch_attn_bwd_sm90(a, c.stream()));
 }
 
 mxfa_status mma_chain(mxfa_ctx *ctx, mxfa_instr, const mxfa_view *, const mxfa_view *, const mxfa_view *,

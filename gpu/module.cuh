@@ -69,6 +69,19 @@ struct attn_fwd_args {
 };
 cudaError_t launch_attn_fwd_sm90(const attn_fwd_args &a, cudaStream_t stream);
 
+// Attention backward under sm90-fp8 or sm90-bf16 (gpu/sm90/attn_bwd.cu), on
+// a Hopper GPU, as the forward pass; no mask or the plain causal one.
+struct attn_bwd_args {
+    nd3 q, k, v, o, dout, dq, dk, dv;
+    const float *lse; // [tokens_q, Hq] with strides ls0, ls1
+    int64_t ls0, ls1;
+    const int32_t *cu_q, *cu_k;
+    int batch, preset, block_m, block_n;
+    bool causal, p_dynamic, bf16_model;
+    float softmax_scale, log2e, c; // c = softmax_scale * log2e, one fp32 product
+};
+cudaError_t launch_attn_bwd_sm90(const attn_bwd_args &a, cudaStream_t stream);
+
 // Byte permutations (gpu/common/layout.cu).
 cudaError_t launch_copy(const dview &src, const dview &dst, cudaStream_t stream);
 cudaError_t launch_expand(const dview &src, int64_t rdiv, int64_t cdiv, const dview &dst, cudaStream_t stream);

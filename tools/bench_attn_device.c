@@ -1,13 +1,15 @@
 /*
- * mxfa bench on a backend with device memory: attention forward at the
- * shapes of the H200 baselines (../shared/bench/h200_baselines.py, run in
+ * mxfa bench on a backend with device memory: attention forward and
+ * backward at the shapes of the H200 baselines (../shared/bench/h200_baselines.py, run in
  * the same session for the ratios), on bf16 Q, K and V drawn from a standard
  * normal in device memory, under the sm90-fp8 model with const P. The
  * quantization of Q, K and V, done inside each call as the kernel needs it,
  * is also timed on its own: the same quantizations through the public API
  * (Q and K as [tokens x H] rows of D, V as [tokens] x [H x D] in col blocks
- * per sequence, one call each). Each call is enqueued reps times back to back and waited for
- * once; the median of five such rounds is reported.
+ * per sequence, one call each). The backward pass takes O and LSE from one
+ * forward call and a dO drawn like the inputs, and is timed whole. Each call
+ * is enqueued reps times back to back and waited for once; the median of
+ * five such rounds is reported.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,9 +32,9 @@ typedef struct attn_bench {
     mxfa_ctx *ctx;
     const attn_shape *sh;
     mxfa_attn_params p;
-    void *q, *k, *v, *o, *lse, *codes, *scales; /* device */
+    void *q, *k, *v, *o, *lse, *codes, *scales, *dout, *dq, *dk, *dv; /* device */
     int32_t *cu;
-    int quantize_only;
+    int quantize_only, backward;
 } attn_bench;
 
 static mxfa_tensor dev_tensor(void *p, mxfa_dtype dt, int ndim, int64_t a, int64_t b, int64_t c)
@@ -80,6 +82,13 @@ static mxfa_status run(attn_bench *a)
     mxfa_tensor q = dev_tensor(a->q, MXFA_BF16, 3, tokens, s->h, s->d), k = dev_tensor(a->k, MXFA_BF16, 3, tokens, s->h, s->d),
                 v = dev_tensor(a->v, MXFA_BF16, 3, tokens, s->h, s->d), o = dev_tensor(a->o, MXFA_BF16, 3, tokens, s->h, s->d),
                 l = dev_tensor(a->lse, MXFA_F32, 2, tokens, s->h, 0);
+    if (a->backward) {
+        mxfa_tensor g = dev_tensor(a->dout, MXFA_BF16, 3, tokens, s->h, s->d),
+                    dq = dev_tensor(a->dq, MXFA_BF16, 3, tokens, s->h, s->d),
+                    dk = dev_tensor(a->dk, MXFA_BF16, 3, tokens, s->h, s->d),
+                    dv = dev_tensor(a->dv, MXFA_BF16, 3, tokens, s->h, s->d);
+        return mxfa_attn_bwd(a->ctx, &a->p, &q, &k, &v, &o, &g, &l, a->cu, a->cu, (int)s->b, &dq, &dk, &dv);
+    }
     return mxfa_attn_fwd(a->ctx, &a->p, &q, &k, &v, a->cu, a->cu, (int)s->b, &o, &l);
 }
 
@@ -89,10 +98,15 @@ static mxfa_status run_one(void *arg)
     return run((attn_bench *)arg);
 }
 
-int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps)
+/* The table of one pass, a row a shape. */
+static int bench_pass(const char *cmd, mxfa_ctx *ctx, int reps, int backward)
 {
-    printf("\nattention forward, sm90-fp8, const P, bf16 in and out, device memory "
-           "(TFLOP/s: 4 B H S^2 D, half when causal; c: the leak-free causal mask, cp: the plain one)\n");
+    if (backward)
+        printf("\nattention backward, sm90-fp8, const P, bf16 in and out, device memory "
+               "(TFLOP/s: 2.5 times the forward pass's count)\n");
+    else
+        printf("\nattention forward, sm90-fp8, const P, bf16 in and out, device memory "
+               "(TFLOP/s: 4 B H S^2 D, half when causal; c: the leak-free causal mask, cp: the plain one)\n");
     printf("%-26s %10s %10s %14s %12s %18s\n", "shape B,H,S,D", "ms", "TFLOP/s", "quantize ms", "of the call",
            "TFLOP/s without it");
     int rc = 0;
@@ -105,12 +119,14 @@ int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps)
         mxfa_attn_params_default(&a.p);
         a.p.model = MXFA_MODEL_SM90_FP8;
         a.p.causal = s->causal;
-        void **bufs[] = {&a.q, &a.k, &a.v, &a.o, &a.lse, &a.codes, &a.scales};
+        void **bufs[] = {&a.q, &a.k, &a.v, &a.o, &a.lse, &a.codes, &a.scales, &a.dout, &a.dq, &a.dk, &a.dv};
+        const int nbufs = backward ? 11 : 7;
         const size_t sizes[] = {(size_t)n * 2, (size_t)n * 2, (size_t)n * 2, (size_t)n * 2, (size_t)(tokens * s->h) * 4,
-                                (size_t)n, (size_t)n};
+                                (size_t)n,     (size_t)n,     (size_t)n * 2, (size_t)n * 2, (size_t)n * 2,
+                                (size_t)n * 2};
         uint16_t *host = malloc((size_t)n * 2);
         a.cu = malloc(sizeof(int32_t) * (size_t)(s->b + 1));
-        for (int j = 0; j < 7 && !rc; j++)
+        for (int j = 0; j < nbufs && !rc; j++)
             if (mxfa_device_alloc(ctx, sizes[j], bufs[j]) != MXFA_OK)
                 rc = cli_error(cmd, "%s", mxfa_last_error(ctx));
         if (!rc && (!host || !a.cu))
@@ -119,8 +135,8 @@ int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps)
             for (int64_t b = 0; b <= s->b; b++)
                 a.cu[b] = (int32_t)(b * s->s);
             uint64_t rng = 0x2545F4914F6CDD1Du;
-            void *dst[3] = {a.q, a.k, a.v};
-            for (int which = 0; which < 3 && !rc; which++) {
+            void *dst[4] = {a.q, a.k, a.v, a.dout};
+            for (int which = 0; which < (backward ? 4 : 3) && !rc; which++) {
                 for (int64_t j = 0; j < n; j++)
                     host[j] = mxfa_f32_to_bf16((float)cli_gauss(&rng));
                 if (mxfa_memcpy(ctx, dst[which], host, (size_t)n * 2) != MXFA_OK)
@@ -131,11 +147,17 @@ int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps)
         snprintf(name, sizeof name, "%lld,%lld,%lld,%lld%s", (long long)s->b, (long long)s->h, (long long)s->s,
                  (long long)s->d,
                  s->causal == MXFA_CAUSAL ? ",c" : s->causal == MXFA_CAUSAL_PLAIN ? ",cp" : "");
-        if (!rc) {
-            const double flops = 4.0 * s->b * s->h * (double)s->s * s->s * s->d * (s->causal ? 0.5 : 1.0);
+        if (!rc && backward && run(&a) != MXFA_OK) /* O and LSE */
+            printf("%-26s forward: %s\n", name, mxfa_last_error(ctx));
+        else if (!rc) {
+            a.backward = backward;
+            const double flops =
+                4.0 * s->b * s->h * (double)s->s * s->s * s->d * (s->causal ? 0.5 : 1.0) * (backward ? 2.5 : 1.0);
             const double t = cli_time_enqueued(ctx, run_one, &a, reps);
             if (t < 0) {
                 printf("%-26s %s\n", name, mxfa_last_error(ctx)); /* a shape the kernel does not take yet */
+            } else if (backward) {
+                printf("%-26s %10.3f %10.1f %14s %12s %18s\n", name, t * 1e3, flops / t / 1e12, "-", "-", "-");
             } else {
                 a.quantize_only = 1;
                 const double tq = cli_time_enqueued(ctx, run_one, &a, reps);
@@ -151,10 +173,16 @@ int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps)
                 }
             }
         }
-        for (int j = 0; j < 7; j++)
+        for (int j = 0; j < nbufs; j++)
             if (*bufs[j])
                 mxfa_device_free(ctx, *bufs[j]);
         free(host), free(a.cu);
     }
     return rc;
+}
+
+int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps)
+{
+    int rc = bench_pass(cmd, ctx, reps, 0);
+    return rc ? rc : bench_pass(cmd, ctx, reps, 1);
 }

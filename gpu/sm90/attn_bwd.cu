@@ -1,0 +1,399 @@
+// MXFP8 attention backward on Hopper, bit for bit the algorithm of
+// cpu/ref/attn_bwd.c (SPEC section 7) under the sm90-fp8 and sm90-bf16
+// models, for any geometry the library takes, no mask or the plain causal
+// mask, const or dynamic P, jagged batches, GQA.
+//
+// Composed, not fused: each of the five block-scaled products is a call of
+// the GEMM of gemm_fp8.cu (gemm_bf16.cu for sm90-bf16), whose results are
+// already held bit for bit to the emulator, and the steps between them are
+// small elementwise kernels. What makes the composition exact is that every
+// accumulation of the reference is one chain along a single axis:
+//  - S = Q K^T and dP = dO V^T reduce over D, block by block from zero;
+//  - dV = P^T dO and dK = dS^T Q continue each key's accumulator from one
+//    query tile to the next, query block after query block: for a key tile,
+//    one chain over the query blocks of the tiles the reference visits;
+//  - dQ = dS K likewise chains over the key blocks of the visited key tiles.
+// A tile the reference skips (causal: no row of the query tile sees the key
+// tile) must stay out of the chain even though its P and dS are zero: an
+// operand there may be NaN (0 * NaN is NaN), so under the causal mask the
+// products run a key tile (dV, dK) or a query tile (dQ) at a time, over the
+// visited range only. Square blocks of 32 x 32 of the whole P and dS are
+// the blocks of the reference's tiles, whose sides are multiples of 32.
+//
+// The scores of one (sequence, head) are materialized in fp32 (S then P,
+// dP then dS: 8 bytes a score, and 2 more for the codes), so the memory
+// grows with the square of the longest sequence; the fused kernel of the
+// design (dK and dV resident per key tile, dQ promoted in key-tile order)
+// is not written yet. The leak-free causal mask, whose diagonal blocks
+// take bf16 operands rounded from the inputs, is refused by the backend.
+#include "exp2.cuh"
+#include "hopper.cuh"
+#include "mx.cuh"
+
+namespace mxfa_gpu {
+namespace {
+
+using namespace sm90;
+
+__device__ __forceinline__ float load3(const nd3 &x, int64_t tok, int64_t h, int64_t c)
+{
+    const int64_t at = tok * x.s0 + h * x.s1 + c * x.s2;
+    if (x.dtype == MXFA_BF16)
+        return __uint_as_float((uint32_t)reinterpret_cast<const uint16_t *>(x.base)[at] << 16);
+    return reinterpret_cast<const float *>(x.base)[at];
+}
+
+__device__ __forceinline__ void store3(const nd3 &x, int64_t tok, int64_t h, int64_t c, float v)
+{
+    const int64_t at = tok * x.s0 + h * x.s1 + c * x.s2;
+    v = v != v ? __uint_as_float(0x7FFFFFFFu) : v; // the canonical NaN, as the reference stores it
+    if (x.dtype == MXFA_BF16)
+        reinterpret_cast<uint16_t *>(x.base)[at] = (uint16_t)f32_to_bf16(__float_as_uint(v));
+    else
+        reinterpret_cast<float *>(x.base)[at] = v;
+}
+
+// delta[t][h] = sum over d of dO * O, fp32 in increasing d (a product
+// rounded, then the sum rounded: the reference's loop). A thread per
+// (token, head).
+__global__ void bwd_delta(nd3 dout, nd3 o, float *delta, int64_t tokens, int64_t heads)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= tokens * heads)
+        return;
+    const int64_t tok = i / heads, h = i % heads;
+    float acc = 0.0f;
+    for (int64_t e = 0; e < dout.n2; e++)
+        acc = __fadd_rn(acc, __fmul_rn(load3(dout, tok, h, e), load3(o, tok, h, e)));
+    delta[i] = acc;
+}
+
+// S [lq][lk] (row stride ld) to P = exp2(S c - LSE log2 e), 0 where the
+// key is masked or the row's LSE is -Inf; with codes, P's E4M3 codes under
+// the const scale 2^-8 too (P * 256 rounded to nearest even, saturated).
+// Under the causal mask row i sees the keys up to i + lk - lq (bottom-right
+// aligned). Grid x over the columns, y over the rows.
+__global__ void bwd_p(float *s, int64_t lq, int64_t lk, int64_t ld, const float *lse, int64_t lse_stride, float c,
+                      float log2e, bool causal, uint8_t *codes)
+{
+    const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= lk)
+        return;
+    for (int64_t i = blockIdx.y; i < lq; i += gridDim.y) {
+        const float l = lse[i * lse_stride];
+        const bool masked = (causal && j > i + lk - lq) || l == -__builtin_huge_valf();
+        const float p = masked ? 0.0f : mx_exp2(__fsub_rn(__fmul_rn(s[i * ld + j], c), __fmul_rn(l, log2e)));
+        s[i * ld + j] = p;
+        if (codes)
+            codes[i * ld + j] = (uint8_t)__nv_cvt_float_to_fp8(__fmul_rn(p, 256.0f), __NV_SATFINITE, __NV_E4M3);
+    }
+}
+
+// dP [lq][lk] in place to dS = P (dP - delta), exactly 0 where P is 0 (the
+// reference skips those scores: dP there may be anything, NaN included).
+__global__ void bwd_ds(const float *p, float *dp, int64_t lq, int64_t lk, int64_t ld, const float *delta,
+                       int64_t delta_stride)
+{
+    const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= lk)
+        return;
+    for (int64_t i = blockIdx.y; i < lq; i += gridDim.y) {
+        const float pv = p[i * ld + j];
+        dp[i * ld + j] = pv == 0.0f ? 0.0f : __fmul_rn(pv, __fsub_rn(dp[i * ld + j], delta[i * delta_stride]));
+    }
+}
+
+// acc = x * scale (or x) for the group's first head, else acc + that: the
+// reference's sum of a GQA group's dK and dV in increasing head order.
+__global__ void bwd_group_sum(const float *x, float *acc, int64_t n, float scale, bool scaled, bool first)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const float v = scaled ? __fmul_rn(x[i], scale) : x[i];
+    acc[i] = first ? v : __fadd_rn(acc[i], v);
+}
+
+// rows x D of fp32 (times scale when scaled) into out's tokens tok0.. of
+// head h, as fp32 or bf16 (nearest even). Grid x over D, y over the rows.
+__global__ void bwd_store(const float *x, int64_t rows, float scale, bool scaled, nd3 out, int64_t tok0, int64_t h)
+{
+    const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= out.n2)
+        return;
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        const float v = x ? x[r * out.n2 + e] : 0.0f;
+        store3(out, tok0 + r, h, e, scaled ? __fmul_rn(v, scale) : v);
+    }
+}
+
+// ---- host side ----
+
+// Q, K or dO quantized in square blocks restarting at every sequence
+// (segs), V in row blocks along D, into codes [tokens][H * D] and scales
+// [blocks of rows][H * D / 32] (square) or [tokens][H * D / 32] (row): one
+// launch when the heads of a token are evenly spaced, else a head at a time.
+cudaError_t quantize_heads(const nd3 &x, const mxfa_segment *segs, int nsegs, int64_t block_rows, int preset,
+                           int block, uint8_t *codes, uint8_t *scales, cudaStream_t stream)
+{
+    const int64_t n = x.n0, heads = x.n1, d = x.n2, db = d / 32;
+    if (n == 0)
+        return cudaSuccess;
+    const int64_t es = x.dtype == MXFA_BF16 ? 2 : 4;
+    const int64_t srows = block == MXFA_BLOCK_ROW ? n : block_rows;
+    if (x.s1 == d * x.s2)
+        return launch_quantize(dview{x.base, n, heads * d, x.s0, x.s2, x.dtype}, segs, nsegs, preset, block,
+                               dview{codes, n, heads * d, heads * d, 1, MXFA_E4M3},
+                               dview{scales, srows, heads * db, heads * db, 1, MXFA_E8M0}, stream);
+    cudaError_t e = cudaSuccess;
+    for (int64_t h = 0; h < heads && e == cudaSuccess; h++)
+        e = launch_quantize(dview{x.base + h * x.s1 * es, n, d, x.s0, x.s2, x.dtype}, segs, nsegs, preset, block,
+                            dview{codes + h * d, n, d, heads * d, 1, MXFA_E4M3},
+                            dview{scales + h * db, srows, db, heads * db, 1, MXFA_E8M0}, stream);
+    return e;
+}
+
+struct bwd_plan {
+    const attn_bwd_args &a;
+    cudaStream_t stream;
+    int64_t d, db, hq, hkv;
+    // buffers
+    uint8_t *qc, *qs, *oc, *os, *kc, *ks, *vc, *vs; // codes [tokens][H * D], scales
+    float *delta;                                   // [tq][Hq]
+    float *s, *dp;                                  // scores [lq][lk]
+    uint8_t *pc, *ps, *dsc, *dss;                   // P's and dS's codes [lq][lk], square scales
+    uint8_t *ea, *eb;                               // operand scales expanded per row for a product
+    float *dq, *dk, *dv, *gk, *gv;                  // one head's gradients, a group's sums
+};
+
+cudaError_t gemm(const bwd_plan &pl, const dview &a, const dview &sa, const dview &b, const dview &sb, const dview &d)
+{
+    return pl.a.bf16_model ? launch_gemm_sm90_bf16(a, sa, b, sb, nullptr, d, pl.stream)
+                           : launch_gemm_sm90_fp8(a, sa, b, sb, nullptr, d, pl.stream);
+}
+
+// The gradients of query head h for sequence b (its first tokens tq0 and
+// tk0, block rows qb0 and kb0 of the square scales) into pl.dq, dk, dv.
+cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, int64_t tk0, int64_t qb0, int64_t kb0,
+                     int64_t h)
+{
+    const attn_bwd_args &a = pl.a;
+    const int64_t d = pl.d, db = pl.db, hq = pl.hq, hkv = pl.hkv, g = h / (hq / hkv);
+    const int64_t nbq = (lq + 31) / 32, nbk = (lk + 31) / 32, ld = lk;
+    const int64_t bm = a.block_m, bn = a.block_n;
+    cudaStream_t st = pl.stream;
+    cudaError_t e;
+    // this head's operands: codes and square scales of rows (tokens)
+    const dview q = {pl.qc + tq0 * hq * d + h * d, lq, d, hq * d, 1, MXFA_E4M3};
+    const dview o = {pl.oc + tq0 * hq * d + h * d, lq, d, hq * d, 1, MXFA_E4M3};
+    const dview k = {pl.kc + tk0 * hkv * d + g * d, lk, d, hkv * d, 1, MXFA_E4M3};
+    const dview v = {pl.vc + tk0 * hkv * d + g * d, lk, d, hkv * d, 1, MXFA_E4M3};
+    const dview qs = {pl.qs + qb0 * hq * db + h * db, nbq, db, hq * db, 1, MXFA_E8M0};
+    const dview os = {pl.os + qb0 * hq * db + h * db, nbq, db, hq * db, 1, MXFA_E8M0};
+    const dview ks = {pl.ks + kb0 * hkv * db + g * db, nbk, db, hkv * db, 1, MXFA_E8M0};
+    const dview vs = {pl.vs + tk0 * hkv * db + g * db, lk, db, hkv * db, 1, MXFA_E8M0};
+    auto transposed = [](dview x) { return dview{x.base, x.cols, x.rows, x.cs, x.rs, x.dtype}; };
+    // a square scale matrix read per row of an operand: element (r, c) of
+    // the result is src (r / 32, c)
+    auto expand = [&](const dview &src, int64_t rows, uint8_t *dst, dview *out) {
+        *out = dview{dst, rows, src.cols, src.cols, 1, MXFA_E8M0};
+        return launch_expand(src, 32, 1, *out, st);
+    };
+    const dview sv = {reinterpret_cast<uint8_t *>(pl.s), lq, lk, ld, 1, MXFA_F32};
+    const dview dpv = {reinterpret_cast<uint8_t *>(pl.dp), lq, lk, ld, 1, MXFA_F32};
+    const dview pcv = {pl.pc, lq, lk, ld, 1, MXFA_E4M3}, psv = {pl.ps, nbq, nbk, nbk, 1, MXFA_E8M0};
+    const dview dcv = {pl.dsc, lq, lk, ld, 1, MXFA_E4M3}, dsv = {pl.dss, nbq, nbk, nbk, 1, MXFA_E8M0};
+    dview ea, eb;
+
+    // S = Q K^T; P
+    if ((e = expand(qs, lq, pl.ea, &ea)) != cudaSuccess || (e = expand(ks, lk, pl.eb, &eb)) != cudaSuccess ||
+        (e = gemm(pl, q, ea, k, eb, sv)) != cudaSuccess)
+        return e;
+    const dim3 grid(blocks_for(lk, 256), rows_for(lq));
+    bwd_p<<<grid, 256, 0, st>>>(pl.s, lq, lk, ld, a.lse + tq0 * a.ls0 + h * a.ls1, a.ls0, a.c, a.log2e, a.causal,
+                                a.p_dynamic ? nullptr : pl.pc);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+        return e;
+    const mxfa_segment whole = {0, lq, 0};
+    if (a.p_dynamic)
+        e = launch_quantize(sv, &whole, 1, MXFA_PRESET_RCEIL, MXFA_BLOCK_SQUARE, pcv, psv, st);
+    else
+        e = cudaMemsetAsync(pl.ps, 0x77, (size_t)(nbq * nbk), st);
+    if (e != cudaSuccess)
+        return e;
+
+    // dP = dO V^T; dS, quantized with the call's preset
+    if ((e = expand(os, lq, pl.ea, &ea)) != cudaSuccess || (e = gemm(pl, o, ea, v, vs, dpv)) != cudaSuccess)
+        return e;
+    bwd_ds<<<grid, 256, 0, st>>>(pl.s, pl.dp, lq, lk, ld, pl.delta + tq0 * hq + h, hq);
+    if ((e = cudaGetLastError()) != cudaSuccess ||
+        (e = launch_quantize(dpv, &whole, 1, a.preset, MXFA_BLOCK_SQUARE, dcv, dsv, st)) != cudaSuccess)
+        return e;
+
+    // the key limit of the last row of the query tile at r0 (causal); the
+    // reference visits key tile c0 for query tile r0 when c0 <= it
+    auto tile_limit = [&](int64_t r0) { return (r0 + bm < lq ? r0 + bm : lq) - 1 + lk - lq; };
+    auto slice = [](const dview &x, int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
+        return dview{x.base + (r0 * x.rs + c0 * x.cs) * esize(x.dtype), nr, nc, x.rs, x.cs, x.dtype};
+    };
+
+    // dV = P^T dO and dK = dS^T Q: per key tile, over the visited query tiles
+    for (int pass = 0; pass < 2; pass++) {
+        const dview &ac = pass == 0 ? pcv : dcv, &as = pass == 0 ? psv : dsv, &bc = pass == 0 ? o : q,
+                    &bs = pass == 0 ? os : qs;
+        float *out = pass == 0 ? pl.dv : pl.dk;
+        if ((e = expand(transposed(as), lk, pl.ea, &ea)) != cudaSuccess ||
+            (e = expand(transposed(bs), d, pl.eb, &eb)) != cudaSuccess)
+            return e;
+        const int64_t step = a.causal ? bn : lk;
+        for (int64_t c0 = 0; c0 < lk; c0 += step) {
+            const int64_t nk = lk - c0 < step ? lk - c0 : step;
+            int64_t r_first = 0;
+            while (a.causal && r_first < lq && tile_limit(r_first) < c0)
+                r_first += bm;
+            const dview dd = {reinterpret_cast<uint8_t *>(out + c0 * d), nk, d, d, 1, MXFA_F32};
+            if (r_first >= lq) { // no query tile sees these keys
+                if ((e = cudaMemsetAsync(out + c0 * d, 0, (size_t)(nk * d) * 4, st)) != cudaSuccess)
+                    return e;
+                continue;
+            }
+            const int64_t nq = lq - r_first, qb = r_first / 32;
+            if ((e = gemm(pl, slice(transposed(ac), c0, nk, r_first, nq), slice(ea, c0, nk, qb, nbq - qb),
+                          slice(transposed(bc), 0, d, r_first, nq), slice(eb, 0, d, qb, nbq - qb), dd)) != cudaSuccess)
+                return e;
+        }
+    }
+
+    // dQ = dS K: per query tile, over the visited key tiles
+    if ((e = expand(dsv, lq, pl.ea, &ea)) != cudaSuccess || (e = expand(transposed(ks), d, pl.eb, &eb)) != cudaSuccess)
+        return e;
+    const int64_t step = a.causal ? bm : lq;
+    for (int64_t r0 = 0; r0 < lq; r0 += step) {
+        const int64_t nr = lq - r0 < step ? lq - r0 : step;
+        int64_t kend = lk;
+        if (a.causal) {
+            const int64_t lim = tile_limit(r0);
+            kend = lim < 0 ? 0 : (lim / bn + 1) * bn;
+            kend = kend < lk ? kend : lk;
+        }
+        if (kend == 0) {
+            if ((e = cudaMemsetAsync(pl.dq + r0 * d, 0, (size_t)(nr * d) * 4, st)) != cudaSuccess)
+                return e;
+            continue;
+        }
+        const dview dd = {reinterpret_cast<uint8_t *>(pl.dq + r0 * d), nr, d, d, 1, MXFA_F32};
+        const int64_t kbs = (kend + 31) / 32;
+        if ((e = gemm(pl, slice(dcv, r0, nr, 0, kend), slice(ea, r0, nr, 0, kbs), slice(transposed(k), 0, d, 0, kend),
+                      slice(eb, 0, d, 0, kbs), dd)) != cudaSuccess)
+            return e;
+    }
+    return cudaSuccess;
+}
+
+} // namespace
+
+cudaError_t launch_attn_bwd_sm90(const attn_bwd_args &a, cudaStream_t stream)
+{
+    const int64_t tq = a.q.n0, tk = a.k.n0, hq = a.q.n1, hkv = a.k.n1, d = a.q.n2, db = d / 32;
+    const int batch = a.batch;
+    // square scales: each sequence's 32-row blocks from its first token
+    mxfa_segment *qsegs = static_cast<mxfa_segment *>(malloc(sizeof(mxfa_segment) * (size_t)batch * 2));
+    if (!qsegs)
+        return cudaErrorMemoryAllocation;
+    mxfa_segment *ksegs = qsegs + batch;
+    int64_t qblocks = 0, kblocks = 0, max_lq = 0, max_lk = 0;
+    for (int b = 0; b < batch; b++) {
+        const int64_t lq = (int64_t)a.cu_q[b + 1] - a.cu_q[b], lk = (int64_t)a.cu_k[b + 1] - a.cu_k[b];
+        qsegs[b] = {a.cu_q[b], lq, qblocks};
+        ksegs[b] = {a.cu_k[b], lk, kblocks};
+        qblocks += (lq + 31) / 32, kblocks += (lk + 31) / 32;
+        max_lq = lq > max_lq ? lq : max_lq, max_lk = lk > max_lk ? lk : max_lk;
+    }
+    // the scores of the longest pair, 10 bytes each, must fit in memory
+    if (max_lq * max_lk > ((int64_t)1 << 38)) {
+        free(qsegs);
+        return cudaErrorMemoryAllocation;
+    }
+    const int64_t mq = (max_lq + 31) / 32, mk = (max_lk + 31) / 32, mrows = max_lq > max_lk ? max_lq : max_lk;
+    const int64_t mcols = db > mq ? (db > mk ? db : mk) : (mq > mk ? mq : mk);
+    // scratch: one allocation, cut in 256-byte aligned pieces
+    const size_t scores = (size_t)(max_lq * max_lk);
+    const size_t sizes[] = {(size_t)(tq * hq * d),     (size_t)(qblocks * hq * db), (size_t)(tq * hq * d),
+                            (size_t)(qblocks * hq * db), (size_t)(tk * hkv * d),    (size_t)(kblocks * hkv * db),
+                            (size_t)(tk * hkv * d),    (size_t)(tk * hkv * db),     (size_t)(tq * hq) * 4,
+                            scores * 4,                scores * 4,                  scores,
+                            (size_t)(mq * mk),         scores,                      (size_t)(mq * mk),
+                            (size_t)((mrows > d ? mrows : d) * mcols), (size_t)((mrows > d ? mrows : d) * mcols),
+                            (size_t)(max_lq * d) * 4,  (size_t)(max_lk * d) * 4,    (size_t)(max_lk * d) * 4,
+                            (size_t)(max_lk * d) * 4,  (size_t)(max_lk * d) * 4};
+    constexpr int NBUF = sizeof sizes / sizeof sizes[0];
+    size_t total = 0, at[NBUF];
+    for (int i = 0; i < NBUF; i++) {
+        at[i] = total;
+        total += (sizes[i] + 255) / 256 * 256;
+    }
+    scratch mem(stream);
+    uint8_t *base = nullptr;
+    cudaError_t e = mem.get(&base, total);
+    if (e != cudaSuccess) {
+        free(qsegs);
+        return e;
+    }
+    bwd_plan pl = {a, stream, d, db, hq, hkv};
+    pl.qc = base + at[0], pl.qs = base + at[1], pl.oc = base + at[2], pl.os = base + at[3];
+    pl.kc = base + at[4], pl.ks = base + at[5], pl.vc = base + at[6], pl.vs = base + at[7];
+    pl.delta = reinterpret_cast<float *>(base + at[8]);
+    pl.s = reinterpret_cast<float *>(base + at[9]), pl.dp = reinterpret_cast<float *>(base + at[10]);
+    pl.pc = base + at[11], pl.ps = base + at[12], pl.dsc = base + at[13], pl.dss = base + at[14];
+    pl.ea = base + at[15], pl.eb = base + at[16];
+    pl.dq = reinterpret_cast<float *>(base + at[17]), pl.dk = reinterpret_cast<float *>(base + at[18]);
+    pl.dv = reinterpret_cast<float *>(base + at[19]), pl.gk = reinterpret_cast<float *>(base + at[20]);
+    pl.gv = reinterpret_cast<float *>(base + at[21]);
+
+    // preprocess: Q, K and dO in square blocks, V in row blocks; delta
+    if ((e = quantize_heads(a.q, qsegs, batch, qblocks, a.preset, MXFA_BLOCK_SQUARE, pl.qc, pl.qs, stream)) ==
+            cudaSuccess &&
+        (e = quantize_heads(a.dout, qsegs, batch, qblocks, a.preset, MXFA_BLOCK_SQUARE, pl.oc, pl.os, stream)) ==
+            cudaSuccess &&
+        (e = quantize_heads(a.k, ksegs, batch, kblocks, a.preset, MXFA_BLOCK_SQUARE, pl.kc, pl.ks, stream)) ==
+            cudaSuccess)
+        e = quantize_heads(a.v, ksegs, batch, tk, a.preset, MXFA_BLOCK_ROW, pl.vc, pl.vs, stream);
+    if (e == cudaSuccess && tq > 0) {
+        bwd_delta<<<blocks_for(tq * hq, 256), 256, 0, stream>>>(a.dout, a.o, pl.delta, tq, hq);
+        e = cudaGetLastError();
+    }
+
+    const int64_t group = hq / hkv;
+    for (int b = 0; b < batch && e == cudaSuccess; b++) {
+        const int64_t lq = qsegs[b].count, lk = ksegs[b].count, tq0 = a.cu_q[b], tk0 = a.cu_k[b];
+        for (int64_t g = 0; g < hkv && e == cudaSuccess; g++) {
+            for (int64_t h = g * group; h < (g + 1) * group && e == cudaSuccess; h++) {
+                const dim3 sgrid(blocks_for(d, 128), rows_for(lq));
+                if (lq == 0 || lk == 0) { // no pairs: dQ of these queries is zero
+                    if (lq > 0)
+                        bwd_store<<<sgrid, 128, 0, stream>>>(nullptr, lq, 1.0f, false, a.dq, tq0, h);
+                    e = cudaGetLastError();
+                    continue;
+                }
+                if ((e = bwd_head(pl, lq, lk, tq0, tk0, qsegs[b].dst, ksegs[b].dst, h)) != cudaSuccess)
+                    break;
+                bwd_store<<<sgrid, 128, 0, stream>>>(pl.dq, lq, a.softmax_scale, true, a.dq, tq0, h);
+                const unsigned n = blocks_for(lk * d, 256);
+                bwd_group_sum<<<n, 256, 0, stream>>>(pl.dk, pl.gk, lk * d, a.softmax_scale, true, h == g * group);
+                bwd_group_sum<<<n, 256, 0, stream>>>(pl.dv, pl.gv, lk * d, 1.0f, false, h == g * group);
+                e = cudaGetLastError();
+            }
+            if (e != cudaSuccess || lk == 0)
+                continue;
+            const dim3 kgrid(blocks_for(d, 128), rows_for(lk));
+            const bool none = lq == 0; // no query: zero dK and dV
+            bwd_store<<<kgrid, 128, 0, stream>>>(none ? nullptr : pl.gk, lk, 1.0f, false, a.dk, tk0, g);
+            bwd_store<<<kgrid, 128, 0, stream>>>(none ? nullptr : pl.gv, lk, 1.0f, false, a.dv, tk0, g);
+            e = cudaGetLastError();
+        }
+    }
+    free(qsegs);
+    return e;
+}
+
+} // namespace mxfa_gpu
