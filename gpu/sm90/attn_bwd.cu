@@ -14,10 +14,11 @@
 //    one chain over the query blocks of the tiles the reference visits;
 //  - dQ = dS K likewise chains over the key blocks of the visited key tiles.
 // A tile the reference skips (causal: no row of the query tile sees the key
-// tile) must stay out of the chain even though its P and dS are zero: an
-// operand there may be NaN (0 * NaN is NaN), so under the causal mask the
-// products run a key tile (dV, dK) or a query tile (dQ) at a time, over the
-// visited range only. Square blocks of 32 x 32 of the whole P and dS are
+// tile) adds nothing to a chain: its P and dS are zero, so its steps are
+// fma(+-0, 2^(sa + sb), acc) = acc, unless the other operand holds a NaN
+// (0 * NaN is NaN). Without NaN codes or scales in Q, K and dO the causal
+// products therefore run whole, as unmasked ones; with them, a key tile
+// (dV, dK) or a query tile (dQ) at a time over the visited range. Square blocks of 32 x 32 of the whole P and dS are
 // the blocks of the reference's tiles, whose sides are multiples of 32.
 //
 // The scores of one (sequence, head) are materialized in fp32 (S then P,
@@ -127,6 +128,21 @@ __global__ void bwd_store(const float *x, int64_t rows, float scale, bool scaled
     }
 }
 
+// *flag = 1 when a code of `codes` is NaN (E4M3 0x7F, 0xFF) or a scale
+// byte of `scales` is (0xFF): then a chain step over a skipped tile, 0
+// times such an operand, would not leave the accumulator as it was.
+__global__ void bwd_any_nan(const uint8_t *codes, int64_t ncodes, const uint8_t *scales, int64_t nscales, int *flag)
+{
+    int found = 0;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < ncodes; i += stride)
+        found |= (codes[i] & 0x7F) == 0x7F;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < nscales; i += stride)
+        found |= scales[i] == 0xFF;
+    if (__syncthreads_or(found) && threadIdx.x == 0)
+        atomicOr(flag, 1);
+}
+
 // ---- host side ----
 
 // Q, K or dO quantized in square blocks restarting at every sequence
@@ -174,8 +190,9 @@ cudaError_t gemm(const bwd_plan &pl, const dview &a, const dview &sa, const dvie
 
 // The gradients of query head h for sequence b (its first tokens tq0 and
 // tk0, block rows qb0 and kb0 of the square scales) into pl.dq, dk, dv.
+// tiled: the causal chains run a tile at a time over the visited range.
 cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, int64_t tk0, int64_t qb0, int64_t kb0,
-                     int64_t h)
+                     int64_t h, bool tiled)
 {
     const attn_bwd_args &a = pl.a;
     const int64_t d = pl.d, db = pl.db, hq = pl.hq, hkv = pl.hkv, g = h / (hq / hkv);
@@ -245,11 +262,11 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
         if ((e = expand(transposed(as), lk, pl.ea, &ea)) != cudaSuccess ||
             (e = expand(transposed(bs), d, pl.eb, &eb)) != cudaSuccess)
             return e;
-        const int64_t step = a.causal ? bn : lk;
+        const int64_t step = tiled ? bn : lk;
         for (int64_t c0 = 0; c0 < lk; c0 += step) {
             const int64_t nk = lk - c0 < step ? lk - c0 : step;
             int64_t r_first = 0;
-            while (a.causal && r_first < lq && tile_limit(r_first) < c0)
+            while (tiled && r_first < lq && tile_limit(r_first) < c0)
                 r_first += bm;
             const dview dd = {reinterpret_cast<uint8_t *>(out + c0 * d), nk, d, d, 1, MXFA_F32};
             if (r_first >= lq) { // no query tile sees these keys
@@ -267,11 +284,11 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
     // dQ = dS K: per query tile, over the visited key tiles
     if ((e = expand(dsv, lq, pl.ea, &ea)) != cudaSuccess || (e = expand(transposed(ks), d, pl.eb, &eb)) != cudaSuccess)
         return e;
-    const int64_t step = a.causal ? bm : lq;
+    const int64_t step = tiled ? bm : lq;
     for (int64_t r0 = 0; r0 < lq; r0 += step) {
         const int64_t nr = lq - r0 < step ? lq - r0 : step;
         int64_t kend = lk;
-        if (a.causal) {
+        if (tiled) {
             const int64_t lim = tile_limit(r0);
             kend = lim < 0 ? 0 : (lim / bn + 1) * bn;
             kend = kend < lk ? kend : lk;
@@ -316,39 +333,61 @@ cudaError_t launch_attn_bwd_sm90(const attn_bwd_args &a, cudaStream_t stream)
     }
     const int64_t mq = (max_lq + 31) / 32, mk = (max_lk + 31) / 32, mrows = max_lq > max_lk ? max_lq : max_lk;
     const int64_t mcols = db > mq ? (db > mk ? db : mk) : (mq > mk ? mq : mk);
-    // scratch: one allocation, cut in 256-byte aligned pieces
-    const size_t scores = (size_t)(max_lq * max_lk);
-    const size_t sizes[] = {(size_t)(tq * hq * d),     (size_t)(qblocks * hq * db), (size_t)(tq * hq * d),
-                            (size_t)(qblocks * hq * db), (size_t)(tk * hkv * d),    (size_t)(kblocks * hkv * db),
-                            (size_t)(tk * hkv * d),    (size_t)(tk * hkv * db),     (size_t)(tq * hq) * 4,
-                            scores * 4,                scores * 4,                  scores,
-                            (size_t)(mq * mk),         scores,                      (size_t)(mq * mk),
-                            (size_t)((mrows > d ? mrows : d) * mcols), (size_t)((mrows > d ? mrows : d) * mcols),
-                            (size_t)(max_lq * d) * 4,  (size_t)(max_lk * d) * 4,    (size_t)(max_lk * d) * 4,
-                            (size_t)(max_lk * d) * 4,  (size_t)(max_lk * d) * 4};
-    constexpr int NBUF = sizeof sizes / sizeof sizes[0];
-    size_t total = 0, at[NBUF];
-    for (int i = 0; i < NBUF; i++) {
-        at[i] = total;
-        total += (sizes[i] + 255) / 256 * 256;
-    }
+    auto piece = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+    // scratch, one allocation cut in 256-byte aligned pieces: the operands
+    // of the whole call, then per worker the scores and gradients of one
+    // (sequence, query head)
+    const size_t shared_sizes[] = {(size_t)(tq * hq * d),     (size_t)(qblocks * hq * db), (size_t)(tq * hq * d),
+                                   (size_t)(qblocks * hq * db), (size_t)(tk * hkv * d),    (size_t)(kblocks * hkv * db),
+                                   (size_t)(tk * hkv * d),    (size_t)(tk * hkv * db),     (size_t)(tq * hq) * 4,
+                                   sizeof(int)};
+    const size_t scores = (size_t)(max_lq * max_lk), expanded = (size_t)((mrows > d ? mrows : d) * mcols);
+    const size_t worker_sizes[] = {scores * 4,
+                                   scores * 4,
+                                   scores,
+                                   (size_t)(mq * mk),
+                                   scores,
+                                   (size_t)(mq * mk),
+                                   expanded,
+                                   expanded,
+                                   (size_t)(max_lq * d) * 4,
+                                   (size_t)(max_lk * d) * 4,
+                                   (size_t)(max_lk * d) * 4,
+                                   (size_t)(max_lk * d) * 4,
+                                   (size_t)(max_lk * d) * 4};
+    constexpr int NSHARED = sizeof shared_sizes / sizeof shared_sizes[0];
+    constexpr int NWORKER = sizeof worker_sizes / sizeof worker_sizes[0];
+    size_t shared_at[NSHARED], worker_at[NWORKER], shared_total = 0, worker_total = 0;
+    for (int i = 0; i < NSHARED; i++)
+        shared_at[i] = shared_total, shared_total += piece(shared_sizes[i]);
+    for (int i = 0; i < NWORKER; i++)
+        worker_at[i] = worker_total, worker_total += piece(worker_sizes[i]);
+    // Workers: the (sequence, KV head) units go round-robin to up to
+    // MAX_WORKERS streams, so that the products of one head, most of them
+    // too small to fill the GPU (N = D), run beside another's; a unit's
+    // query heads stay in order on one stream (the GQA sums). As many as
+    // half the free memory holds, one at least.
+    constexpr int MAX_WORKERS = 4;
+    const int64_t units = (int64_t)batch * hkv;
+    int workers = units < MAX_WORKERS ? (int)units : MAX_WORKERS;
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess)
+        while (workers > 1 && shared_total + workers * worker_total > free_bytes / 2)
+            workers--;
+    workers = workers < 1 ? 1 : workers;
+
     scratch mem(stream);
     uint8_t *base = nullptr;
-    cudaError_t e = mem.get(&base, total);
+    cudaError_t e = mem.get(&base, shared_total + (size_t)workers * worker_total);
     if (e != cudaSuccess) {
         free(qsegs);
         return e;
     }
     bwd_plan pl = {a, stream, d, db, hq, hkv};
-    pl.qc = base + at[0], pl.qs = base + at[1], pl.oc = base + at[2], pl.os = base + at[3];
-    pl.kc = base + at[4], pl.ks = base + at[5], pl.vc = base + at[6], pl.vs = base + at[7];
-    pl.delta = reinterpret_cast<float *>(base + at[8]);
-    pl.s = reinterpret_cast<float *>(base + at[9]), pl.dp = reinterpret_cast<float *>(base + at[10]);
-    pl.pc = base + at[11], pl.ps = base + at[12], pl.dsc = base + at[13], pl.dss = base + at[14];
-    pl.ea = base + at[15], pl.eb = base + at[16];
-    pl.dq = reinterpret_cast<float *>(base + at[17]), pl.dk = reinterpret_cast<float *>(base + at[18]);
-    pl.dv = reinterpret_cast<float *>(base + at[19]), pl.gk = reinterpret_cast<float *>(base + at[20]);
-    pl.gv = reinterpret_cast<float *>(base + at[21]);
+    pl.qc = base + shared_at[0], pl.qs = base + shared_at[1], pl.oc = base + shared_at[2], pl.os = base + shared_at[3];
+    pl.kc = base + shared_at[4], pl.ks = base + shared_at[5], pl.vc = base + shared_at[6], pl.vs = base + shared_at[7];
+    pl.delta = reinterpret_cast<float *>(base + shared_at[8]);
+    int *flag = reinterpret_cast<int *>(base + shared_at[9]);
 
     // preprocess: Q, K and dO in square blocks, V in row blocks; delta
     if ((e = quantize_heads(a.q, qsegs, batch, qblocks, a.preset, MXFA_BLOCK_SQUARE, pl.qc, pl.qs, stream)) ==
@@ -363,35 +402,102 @@ cudaError_t launch_attn_bwd_sm90(const attn_bwd_args &a, cudaStream_t stream)
         e = cudaGetLastError();
     }
 
-    const int64_t group = hq / hkv;
-    for (int b = 0; b < batch && e == cudaSuccess; b++) {
-        const int64_t lq = qsegs[b].count, lk = ksegs[b].count, tq0 = a.cu_q[b], tk0 = a.cu_k[b];
-        for (int64_t g = 0; g < hkv && e == cudaSuccess; g++) {
-            for (int64_t h = g * group; h < (g + 1) * group && e == cudaSuccess; h++) {
-                const dim3 sgrid(blocks_for(d, 128), rows_for(lq));
-                if (lq == 0 || lk == 0) { // no pairs: dQ of these queries is zero
-                    if (lq > 0)
-                        bwd_store<<<sgrid, 128, 0, stream>>>(nullptr, lq, 1.0f, false, a.dq, tq0, h);
-                    e = cudaGetLastError();
-                    continue;
-                }
-                if ((e = bwd_head(pl, lq, lk, tq0, tk0, qsegs[b].dst, ksegs[b].dst, h)) != cudaSuccess)
-                    break;
-                bwd_store<<<sgrid, 128, 0, stream>>>(pl.dq, lq, a.softmax_scale, true, a.dq, tq0, h);
-                const unsigned n = blocks_for(lk * d, 256);
-                bwd_group_sum<<<n, 256, 0, stream>>>(pl.dk, pl.gk, lk * d, a.softmax_scale, true, h == g * group);
-                bwd_group_sum<<<n, 256, 0, stream>>>(pl.dv, pl.gv, lk * d, 1.0f, false, h == g * group);
-                e = cudaGetLastError();
+    // Under the causal mask the chains may run over the whole range, as
+    // without a mask, when every step over a skipped tile is exact: there
+    // P^T and dS (A) are zero codes under finite scales, so the partial is
+    // +-0 and fma(0, 2^(sa + sb), acc) is acc, unless B (dO and Q for dV
+    // and dK, K for dQ) holds a NaN code or scale. Then, a tile at a time.
+    bool tiled = false;
+    if (e == cudaSuccess && a.causal) {
+        int host_flag = 0;
+        if ((e = cudaMemsetAsync(flag, 0, sizeof(int), stream)) == cudaSuccess) {
+            bwd_any_nan<<<1024, 256, 0, stream>>>(pl.qc, tq * hq * d, pl.qs, qblocks * hq * db, flag);
+            bwd_any_nan<<<1024, 256, 0, stream>>>(pl.oc, tq * hq * d, pl.os, qblocks * hq * db, flag);
+            bwd_any_nan<<<1024, 256, 0, stream>>>(pl.kc, tk * hkv * d, pl.ks, kblocks * hkv * db, flag);
+            if ((e = cudaGetLastError()) == cudaSuccess &&
+                (e = cudaMemcpyAsync(&host_flag, flag, sizeof(int), cudaMemcpyDeviceToHost, stream)) == cudaSuccess)
+                e = cudaStreamSynchronize(stream);
+        }
+        tiled = host_flag != 0;
+    }
+
+    // the workers' streams start after the preprocessing (an event on the
+    // call's stream), and the call's stream waits for all of them before
+    // anything after it, the release of the scratch included
+    cudaStream_t ws[MAX_WORKERS] = {};
+    cudaEvent_t ready = nullptr, done[MAX_WORKERS] = {};
+    bwd_plan wp[MAX_WORKERS] = {pl, pl, pl, pl};
+    int started = 0;
+    if (e == cudaSuccess && (e = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming)) == cudaSuccess)
+        e = cudaEventRecord(ready, stream);
+    for (; started < workers && e == cudaSuccess; started++) {
+        uint8_t *w = base + shared_total + (size_t)started * worker_total;
+        bwd_plan &q = wp[started];
+        if (workers > 1) {
+            if ((e = cudaStreamCreateWithFlags(&ws[started], cudaStreamNonBlocking)) != cudaSuccess)
+                break;
+            if ((e = cudaEventCreateWithFlags(&done[started], cudaEventDisableTiming)) != cudaSuccess ||
+                (e = cudaStreamWaitEvent(ws[started], ready, 0)) != cudaSuccess) {
+                started++; // its stream exists: destroyed below
+                break;
             }
-            if (e != cudaSuccess || lk == 0)
+            q.stream = ws[started];
+        }
+        q.s = reinterpret_cast<float *>(w + worker_at[0]), q.dp = reinterpret_cast<float *>(w + worker_at[1]);
+        q.pc = w + worker_at[2], q.ps = w + worker_at[3], q.dsc = w + worker_at[4], q.dss = w + worker_at[5];
+        q.ea = w + worker_at[6], q.eb = w + worker_at[7];
+        q.dq = reinterpret_cast<float *>(w + worker_at[8]), q.dk = reinterpret_cast<float *>(w + worker_at[9]);
+        q.dv = reinterpret_cast<float *>(w + worker_at[10]), q.gk = reinterpret_cast<float *>(w + worker_at[11]);
+        q.gv = reinterpret_cast<float *>(w + worker_at[12]);
+    }
+
+    const int64_t group = hq / hkv;
+    for (int64_t u = 0; u < units && e == cudaSuccess; u++) {
+        const int b = (int)(u / hkv);
+        const int64_t g = u % hkv;
+        const bwd_plan &q = wp[u % workers];
+        cudaStream_t st = q.stream;
+        const int64_t lq = qsegs[b].count, lk = ksegs[b].count, tq0 = a.cu_q[b], tk0 = a.cu_k[b];
+        for (int64_t h = g * group; h < (g + 1) * group && e == cudaSuccess; h++) {
+            const dim3 sgrid(blocks_for(d, 128), rows_for(lq));
+            if (lq == 0 || lk == 0) { // no pairs: dQ of these queries is zero
+                if (lq > 0)
+                    bwd_store<<<sgrid, 128, 0, st>>>(nullptr, lq, 1.0f, false, a.dq, tq0, h);
+                e = cudaGetLastError();
                 continue;
-            const dim3 kgrid(blocks_for(d, 128), rows_for(lk));
-            const bool none = lq == 0; // no query: zero dK and dV
-            bwd_store<<<kgrid, 128, 0, stream>>>(none ? nullptr : pl.gk, lk, 1.0f, false, a.dk, tk0, g);
-            bwd_store<<<kgrid, 128, 0, stream>>>(none ? nullptr : pl.gv, lk, 1.0f, false, a.dv, tk0, g);
+            }
+            if ((e = bwd_head(q, lq, lk, tq0, tk0, qsegs[b].dst, ksegs[b].dst, h, tiled)) != cudaSuccess)
+                break;
+            bwd_store<<<sgrid, 128, 0, st>>>(q.dq, lq, a.softmax_scale, true, a.dq, tq0, h);
+            const unsigned n = blocks_for(lk * d, 256);
+            bwd_group_sum<<<n, 256, 0, st>>>(q.dk, q.gk, lk * d, a.softmax_scale, true, h == g * group);
+            bwd_group_sum<<<n, 256, 0, st>>>(q.dv, q.gv, lk * d, 1.0f, false, h == g * group);
             e = cudaGetLastError();
         }
+        if (e != cudaSuccess || lk == 0)
+            continue;
+        const dim3 kgrid(blocks_for(d, 128), rows_for(lk));
+        const bool none = lq == 0; // no query: zero dK and dV
+        bwd_store<<<kgrid, 128, 0, st>>>(none ? nullptr : q.gk, lk, 1.0f, false, a.dk, tk0, g);
+        bwd_store<<<kgrid, 128, 0, st>>>(none ? nullptr : q.gv, lk, 1.0f, false, a.dv, tk0, g);
+        e = cudaGetLastError();
     }
+    // the join, also after an error (the scratch is freed on the call's stream)
+    for (int i = 0; i < started; i++) {
+        if (!ws[i])
+            continue;
+        cudaError_t j = done[i] ? cudaEventRecord(done[i], ws[i]) : cudaErrorInvalidValue;
+        if (j == cudaSuccess)
+            j = cudaStreamWaitEvent(stream, done[i], 0);
+        if (j != cudaSuccess) // the call's stream cannot wait for it: wait here
+            cudaStreamSynchronize(ws[i]);
+        e = e == cudaSuccess ? j : e;
+        cudaStreamDestroy(ws[i]);
+        if (done[i])
+            cudaEventDestroy(done[i]);
+    }
+    if (ready)
+        cudaEventDestroy(ready);
     free(qsegs);
     return e;
 }
