@@ -378,8 +378,7 @@ mxfa_status attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_n
 }
 
 // Attention backward runs on Hopper under the sm90 models, composed of
-// their block-scaled products (gpu/sm90/attn_bwd.cu); the leak-free causal
-// mask is refused with the reason.
+// their block-scaled products (gpu/sm90/attn_bwd.cu).
 mxfa_status attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_nd *q, const mxfa_view_nd *k,
                      const mxfa_view_nd *v, const mxfa_view_nd *o, const mxfa_view_nd *dout, const mxfa_view_nd *lse,
                      const int32_t *cu_q, const int32_t *cu_k, int batch, const mxfa_view_nd *dq,
@@ -388,10 +387,6 @@ mxfa_status attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_n
     if (p->model != MXFA_MODEL_SM90_FP8 && p->model != MXFA_MODEL_SM90_BF16)
         return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention backward: the cuda backend computes the sm90-fp8 and "
                     "sm90-bf16 models only (use the cpu or ref backend for the others)");
-    if (p->causal == MXFA_CAUSAL)
-        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention backward: the cuda backend does not do the leak-free causal "
-                    "mask yet (its diagonal blocks take bf16 operands); the plain causal mask and no mask it does "
-                    "(use the cpu or ref backend for this one)");
     CHECK(need_hopper(ctx, "attention backward", "the sm90 products need"));
     mxfa_view_nd qv = *q, kv = *k, vv = *v, ov = *o, gv = *dout, lv = *lse, dqv = *dq, dkv = *dk, dvv = *dv;
     call c(ctx, "attention backward");
@@ -404,7 +399,8 @@ mxfa_status attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_n
     a.lse = static_cast<const float *>(lv.base), a.ls0 = lv.stride[0], a.ls1 = lv.stride[1];
     a.cu_q = cu_q, a.cu_k = cu_k, a.batch = batch, a.preset = (int)p->preset;
     a.block_m = p->block_m, a.block_n = p->block_n;
-    a.causal = p->causal != MXFA_CAUSAL_NONE, a.p_dynamic = p->p_scale == MXFA_P_DYNAMIC;
+    a.causal = p->causal != MXFA_CAUSAL_NONE, a.leak_free = p->causal == MXFA_CAUSAL;
+    a.p_dynamic = p->p_scale == MXFA_P_DYNAMIC;
     a.bf16_model = p->model == MXFA_MODEL_SM90_BF16;
     const uint32_t log2e_bits = 0x3FB8AA3Bu; // fl(log2 e), as the reference takes it
     memcpy(&a.log2e, &log2e_bits, 4);

@@ -45,9 +45,18 @@ cudaError_t launch_dequantize(const dview &data, const dview &scales, int block,
 // [rows, ceil(K / 32)]; c may be NULL or D itself.
 cudaError_t launch_gemm_sm90_fp8(const dview &a, const dview &sa, const dview &b, const dview &sb, const dview *c,
                                  const dview &d, cudaStream_t stream);
-// The same under the sm90-bf16 model (gpu/sm90/gemm_bf16.cu).
+// The same under the sm90-bf16 model (gpu/sm90/gemm_bf16.cu): both
+// operands widened (launch_widen), then launch_gemm_bf16_rows.
 cudaError_t launch_gemm_sm90_bf16(const dview &a, const dview &sa, const dview &b, const dview &sb, const dview *c,
                                   const dview &d, cudaStream_t stream);
+// MX codes [rows, K] with their scales [rows, ceil(K / 32)] widened exactly
+// to bf16 (nearest even from code * 2^scale; NaN 0x7FC0), rows out_rs apart.
+cudaError_t launch_widen(const dview &codes, const dview &scales, uint16_t *out, int64_t out_rs, cudaStream_t stream);
+// D = A * B^T + C for bf16 A [M, K] and B [N, K] (K contiguous, rows a_rs and
+// b_rs elements apart, 16-byte aligned): one chain of wgmma bf16 k16 steps
+// from C (zero when c is NULL), as the models' bf16 step.
+cudaError_t launch_gemm_bf16_rows(const uint16_t *a, int64_t a_rs, const uint16_t *b, int64_t b_rs, int64_t M,
+                                  int64_t N, int64_t K, const dview *c, const dview &d, cudaStream_t stream);
 
 // A 3-D view [n0, n1, n2] (tokens, heads, D) with strides in elements.
 struct nd3 {
@@ -70,14 +79,14 @@ struct attn_fwd_args {
 cudaError_t launch_attn_fwd_sm90(const attn_fwd_args &a, cudaStream_t stream);
 
 // Attention backward under sm90-fp8 or sm90-bf16 (gpu/sm90/attn_bwd.cu), on
-// a Hopper GPU, as the forward pass; no mask or the plain causal one.
+// a Hopper GPU, as the forward pass.
 struct attn_bwd_args {
     nd3 q, k, v, o, dout, dq, dk, dv;
     const float *lse; // [tokens_q, Hq] with strides ls0, ls1
     int64_t ls0, ls1;
     const int32_t *cu_q, *cu_k;
     int batch, preset, block_m, block_n;
-    bool causal, p_dynamic, bf16_model;
+    bool causal, leak_free, p_dynamic, bf16_model; // leak_free: the causal mask without scales across the diagonal
     float softmax_scale, log2e, c; // c = softmax_scale * log2e, one fp32 product
 };
 cudaError_t launch_attn_bwd_sm90(const attn_bwd_args &a, cudaStream_t stream);

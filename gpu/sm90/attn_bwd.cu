@@ -1,7 +1,7 @@
 // MXFP8 attention backward on Hopper, bit for bit the algorithm of
 // cpu/ref/attn_bwd.c (SPEC section 7) under the sm90-fp8 and sm90-bf16
-// models, for any geometry the library takes, no mask or the plain causal
-// mask, const or dynamic P, jagged batches, GQA.
+// models, for any geometry the library takes, every mask, const or dynamic
+// P, jagged batches, GQA.
 //
 // Composed, not fused: each of the five block-scaled products is a call of
 // the GEMM of gemm_fp8.cu (gemm_bf16.cu for sm90-bf16), whose results are
@@ -25,8 +25,12 @@
 // dP then dS: 8 bytes a score, and 2 more for the codes), so the memory
 // grows with the square of the longest sequence; the fused kernel of the
 // design (dK and dV resident per key tile, dQ promoted in key-tile order)
-// is not written yet. The leak-free causal mask, whose diagonal blocks
-// take bf16 operands rounded from the inputs, is refused by the backend.
+// is not written yet. Under the leak-free causal mask the reference takes
+// bf16 operands on each query tile's diagonal key blocks (Q and dO widened,
+// K rounded from the input, P and dS rounded from fp32) in S, dV, dK and
+// dQ: those entries of S are made again by the bf16 GEMM, and the chains
+// of the three gradients run a tile at a time, in pieces of fp8 and bf16
+// steps with the accumulator carried from one piece to the next.
 #include "exp2.cuh"
 #include "hopper.cuh"
 #include "mx.cuh"
@@ -143,6 +147,34 @@ __global__ void bwd_any_nan(const uint8_t *codes, int64_t ncodes, const uint8_t 
         atomicOr(flag, 1);
 }
 
+// fp32 [rows][cols] (row stride ld) to bf16 at nearest even, as it is or
+// transposed, rows of out_ld. Grid x over the columns, y over the rows.
+__global__ void bwd_to_bf16(const float *x, int64_t rows, int64_t cols, int64_t ld, bool transpose, uint16_t *out,
+                            int64_t out_ld)
+{
+    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols)
+        return;
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        const uint16_t v = (uint16_t)f32_to_bf16(__float_as_uint(x[r * ld + c]));
+        out[transpose ? c * out_ld + r : r * out_ld + c] = v;
+    }
+}
+
+// K of head h, tokens tok0 .. tok0 + n, rounded to bf16 from the input:
+// [n][D] and [D][ldt]. Grid x over D, y over the tokens.
+__global__ void bwd_k_bf16(nd3 k, int64_t tok0, int64_t h, int64_t n, uint16_t *rows, uint16_t *cols, int64_t ldt)
+{
+    const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= k.n2)
+        return;
+    for (int64_t j = blockIdx.y; j < n; j += gridDim.y) {
+        const uint16_t v = (uint16_t)f32_to_bf16(__float_as_uint(load3(k, tok0 + j, h, e)));
+        rows[j * k.n2 + e] = v;
+        cols[e * ldt + j] = v;
+    }
+}
+
 // ---- host side ----
 
 // Q, K or dO quantized in square blocks restarting at every sequence
@@ -180,12 +212,20 @@ struct bwd_plan {
     uint8_t *pc, *ps, *dsc, *dss;                   // P's and dS's codes [lq][lk], square scales
     uint8_t *ea, *eb;                               // operand scales expanded per row for a product
     float *dq, *dk, *dv, *gk, *gv;                  // one head's gradients, a group's sums
+    // the leak-free mask's bf16 operands: Q widened [lq][D]; K rounded from
+    // the input [lk][D] and [D][ldk]; Q and dO widened [D][ldq]; P^T and
+    // dS^T [lk][ldq]; dS [lq][ldk] (ldq, ldk: lengths rounded up to 8)
+    uint16_t *qw, *kbf, *kbft, *qwt, *owt, *pbft, *dsbft, *dsbf;
+    int64_t ldq, ldk;
 };
 
-cudaError_t gemm(const bwd_plan &pl, const dview &a, const dview &sa, const dview &b, const dview &sb, const dview &d)
+// D = A B^T (+ D when accumulate) under the call's model
+cudaError_t gemm(const bwd_plan &pl, const dview &a, const dview &sa, const dview &b, const dview &sb, const dview &d,
+                 bool accumulate = false)
 {
-    return pl.a.bf16_model ? launch_gemm_sm90_bf16(a, sa, b, sb, nullptr, d, pl.stream)
-                           : launch_gemm_sm90_fp8(a, sa, b, sb, nullptr, d, pl.stream);
+    const dview *c = accumulate ? &d : nullptr;
+    return pl.a.bf16_model ? launch_gemm_sm90_bf16(a, sa, b, sb, c, d, pl.stream)
+                           : launch_gemm_sm90_fp8(a, sa, b, sb, c, d, pl.stream);
 }
 
 // The gradients of query head h for sequence b (its first tokens tq0 and
@@ -222,11 +262,58 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
     const dview dcv = {pl.dsc, lq, lk, ld, 1, MXFA_E4M3}, dsv = {pl.dss, nbq, nbk, nbk, 1, MXFA_E8M0};
     dview ea, eb;
 
-    // S = Q K^T; P
+    const bool leak = a.leak_free;
+    const int64_t ldq = pl.ldq, ldk = pl.ldk;
+    // the key limit of row i (the last key it sees); the end of the query
+    // tile at r0; the reference visits key tile c0 for query tile r0 when
+    // c0 <= the limit of the tile's last row
+    auto limit = [&](int64_t i) { return a.causal ? i + lk - lq : lk - 1; };
+    auto tile_end = [&](int64_t r0) { return r0 + bm < lq ? r0 + bm : lq; };
+    auto tile_limit = [&](int64_t r0) { return limit(tile_end(r0) - 1); };
+    // leak-free: key block kb0 is multiplied in bf16 for query tile r0 when
+    // the tile's first row sees less than all of it and its last row some
+    auto diagonal = [&](int64_t r0, int64_t kb0) {
+        const int64_t klast = kb0 + 31 < lk - 1 ? kb0 + 31 : lk - 1;
+        return leak && kb0 < lk && limit(r0) < klast && tile_limit(r0) >= kb0;
+    };
+    // the diagonal keys of query tile r0, [*k0, *k1) (contiguous: the two
+    // conditions are monotone in the key); false when there are none
+    auto diagonal_keys = [&](int64_t r0, int64_t *k0, int64_t *k1) {
+        bool any = false;
+        for (int64_t kb = 0; kb < lk; kb += 32)
+            if (diagonal(r0, kb)) {
+                *k0 = any ? *k0 : kb;
+                *k1 = kb + 32 < lk ? kb + 32 : lk;
+                any = true;
+            }
+        return any;
+    };
+    auto slice = [](const dview &x, int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
+        return dview{x.base + (r0 * x.rs + c0 * x.cs) * esize(x.dtype), nr, nc, x.rs, x.cs, x.dtype};
+    };
+    const dim3 grid(blocks_for(lk, 256), rows_for(lq));
+
+    // S = Q K^T (leak-free: the diagonal blocks again, from bf16 operands:
+    // Q widened, K rounded from the input); P
     if ((e = expand(qs, lq, pl.ea, &ea)) != cudaSuccess || (e = expand(ks, lk, pl.eb, &eb)) != cudaSuccess ||
         (e = gemm(pl, q, ea, k, eb, sv)) != cudaSuccess)
         return e;
-    const dim3 grid(blocks_for(lk, 256), rows_for(lq));
+    if (leak) {
+        if ((e = launch_widen(q, ea, pl.qw, d, st)) != cudaSuccess)
+            return e;
+        bwd_k_bf16<<<dim3(blocks_for(d, 128), rows_for(lk)), 128, 0, st>>>(a.k, tk0, g, lk, pl.kbf, pl.kbft, ldk);
+        if ((e = cudaGetLastError()) != cudaSuccess)
+            return e;
+        for (int64_t r0 = 0; r0 < lq; r0 += bm) {
+            int64_t k0, k1;
+            if (!diagonal_keys(r0, &k0, &k1))
+                continue;
+            const dview dd = slice(sv, r0, tile_end(r0) - r0, k0, k1 - k0);
+            if ((e = launch_gemm_bf16_rows(pl.qw + r0 * d, d, pl.kbf + k0 * d, d, dd.rows, dd.cols, d, nullptr, dd,
+                                           st)) != cudaSuccess)
+                return e;
+        }
+    }
     bwd_p<<<grid, 256, 0, st>>>(pl.s, lq, lk, ld, a.lse + tq0 * a.ls0 + h * a.ls1, a.ls0, a.c, a.log2e, a.causal,
                                 a.p_dynamic ? nullptr : pl.pc);
     if ((e = cudaGetLastError()) != cudaSuccess)
@@ -238,57 +325,113 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
         e = cudaMemsetAsync(pl.ps, 0x77, (size_t)(nbq * nbk), st);
     if (e != cudaSuccess)
         return e;
+    if (leak) { // P^T in bf16, from P in fp32 (not from its codes)
+        bwd_to_bf16<<<grid, 256, 0, st>>>(pl.s, lq, lk, ld, true, pl.pbft, ldq);
+        if ((e = cudaGetLastError()) != cudaSuccess)
+            return e;
+    }
 
-    // dP = dO V^T; dS, quantized with the call's preset
+    // dP = dO V^T (fp8 everywhere, also on the diagonal); dS, quantized
+    // with the call's preset (leak-free: also in bf16, as is and transposed)
     if ((e = expand(os, lq, pl.ea, &ea)) != cudaSuccess || (e = gemm(pl, o, ea, v, vs, dpv)) != cudaSuccess)
         return e;
     bwd_ds<<<grid, 256, 0, st>>>(pl.s, pl.dp, lq, lk, ld, pl.delta + tq0 * hq + h, hq);
     if ((e = cudaGetLastError()) != cudaSuccess ||
         (e = launch_quantize(dpv, &whole, 1, a.preset, MXFA_BLOCK_SQUARE, dcv, dsv, st)) != cudaSuccess)
         return e;
+    if (leak) {
+        bwd_to_bf16<<<grid, 256, 0, st>>>(pl.dp, lq, lk, ld, true, pl.dsbft, ldq);
+        bwd_to_bf16<<<grid, 256, 0, st>>>(pl.dp, lq, lk, ld, false, pl.dsbf, ldk);
+        if ((e = cudaGetLastError()) != cudaSuccess)
+            return e;
+    }
 
-    // the key limit of the last row of the query tile at r0 (causal); the
-    // reference visits key tile c0 for query tile r0 when c0 <= it
-    auto tile_limit = [&](int64_t r0) { return (r0 + bm < lq ? r0 + bm : lq) - 1 + lk - lq; };
-    auto slice = [](const dview &x, int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
-        return dview{x.base + (r0 * x.rs + c0 * x.cs) * esize(x.dtype), nr, nc, x.rs, x.cs, x.dtype};
-    };
+    // The chains of dV, dK and dQ run whole when the reference's tiles add
+    // nothing that differs (no mask; causal without NaN operands), else
+    // tile by tile over the visited range, a piece per run of key blocks
+    // that share their fp8 and bf16 steps.
+    const bool by_tile = tiled || leak;
 
-    // dV = P^T dO and dK = dS^T Q: per key tile, over the visited query tiles
+    // dV = P^T dO and dK = dS^T Q: per key tile, over the visited query
+    // tiles; a key block's diagonal query tiles take bf16 steps
     for (int pass = 0; pass < 2; pass++) {
         const dview &ac = pass == 0 ? pcv : dcv, &as = pass == 0 ? psv : dsv, &bc = pass == 0 ? o : q,
                     &bs = pass == 0 ? os : qs;
+        const uint16_t *abf = pass == 0 ? pl.pbft : pl.dsbft;
+        uint16_t *bbf = pass == 0 ? pl.owt : pl.qwt;
         float *out = pass == 0 ? pl.dv : pl.dk;
         if ((e = expand(transposed(as), lk, pl.ea, &ea)) != cudaSuccess ||
             (e = expand(transposed(bs), d, pl.eb, &eb)) != cudaSuccess)
             return e;
-        const int64_t step = tiled ? bn : lk;
+        if (leak && (e = launch_widen(transposed(bc), eb, bbf, ldq, st)) != cudaSuccess)
+            return e;
+        const int64_t step = by_tile ? bn : lk;
         for (int64_t c0 = 0; c0 < lk; c0 += step) {
             const int64_t nk = lk - c0 < step ? lk - c0 : step;
             int64_t r_first = 0;
-            while (tiled && r_first < lq && tile_limit(r_first) < c0)
+            while (by_tile && r_first < lq && tile_limit(r_first) < c0)
                 r_first += bm;
-            const dview dd = {reinterpret_cast<uint8_t *>(out + c0 * d), nk, d, d, 1, MXFA_F32};
             if (r_first >= lq) { // no query tile sees these keys
                 if ((e = cudaMemsetAsync(out + c0 * d, 0, (size_t)(nk * d) * 4, st)) != cudaSuccess)
                     return e;
                 continue;
             }
-            const int64_t nq = lq - r_first, qb = r_first / 32;
-            if ((e = gemm(pl, slice(transposed(ac), c0, nk, r_first, nq), slice(ea, c0, nk, qb, nbq - qb),
-                          slice(transposed(bc), 0, d, r_first, nq), slice(eb, 0, d, qb, nbq - qb), dd)) != cudaSuccess)
-                return e;
+            // the diagonal query tiles of key block kb0, [*x0, *x1)
+            auto diagonal_rows = [&](int64_t kb0, int64_t *x0, int64_t *x1) {
+                bool any = false;
+                for (int64_t r0 = r_first; r0 < lq; r0 += bm)
+                    if (diagonal(r0, kb0)) {
+                        *x0 = any ? *x0 : r0;
+                        *x1 = tile_end(r0);
+                        any = true;
+                    }
+                return any;
+            };
+            for (int64_t g0 = c0; g0 < c0 + nk;) {
+                int64_t x0 = 0, x1 = 0, y0 = 0, y1 = 0, g1 = g0 + 32;
+                const bool dg = diagonal_rows(g0, &x0, &x1);
+                while (g1 < c0 + nk && diagonal_rows(g1, &y0, &y1) == dg && (!dg || (y0 == x0 && y1 == x1)))
+                    g1 += 32;
+                g1 = g1 < c0 + nk ? g1 : c0 + nk;
+                const int64_t ng = g1 - g0;
+                const dview dd = {reinterpret_cast<uint8_t *>(out + g0 * d), ng, d, d, 1, MXFA_F32};
+                bool first = true;
+                auto fp8 = [&](int64_t q0, int64_t q1) {
+                    if (q1 <= q0)
+                        return cudaSuccess;
+                    const int64_t qb = q0 / 32, nb = (q1 - q0 + 31) / 32;
+                    const bool acc = !first;
+                    first = false;
+                    return gemm(pl, slice(transposed(ac), g0, ng, q0, q1 - q0), slice(ea, g0, ng, qb, nb),
+                                slice(transposed(bc), 0, d, q0, q1 - q0), slice(eb, 0, d, qb, nb), dd, acc);
+                };
+                auto bf16 = [&](int64_t q0, int64_t q1) {
+                    const bool acc = !first;
+                    first = false;
+                    return launch_gemm_bf16_rows(abf + g0 * ldq + q0, ldq, bbf + q0, ldq, ng, d, q1 - q0,
+                                                 acc ? &dd : nullptr, dd, st);
+                };
+                if (dg) {
+                    if ((e = fp8(r_first, x0)) != cudaSuccess || (e = bf16(x0, x1)) != cudaSuccess ||
+                        (e = fp8(x1, lq)) != cudaSuccess)
+                        return e;
+                } else if ((e = fp8(r_first, lq)) != cudaSuccess) {
+                    return e;
+                }
+                g0 = g1;
+            }
         }
     }
 
-    // dQ = dS K: per query tile, over the visited key tiles
+    // dQ = dS K: per query tile, over the visited key tiles; the diagonal
+    // key blocks take bf16 steps
     if ((e = expand(dsv, lq, pl.ea, &ea)) != cudaSuccess || (e = expand(transposed(ks), d, pl.eb, &eb)) != cudaSuccess)
         return e;
-    const int64_t step = tiled ? bm : lq;
+    const int64_t step = by_tile ? bm : lq;
     for (int64_t r0 = 0; r0 < lq; r0 += step) {
         const int64_t nr = lq - r0 < step ? lq - r0 : step;
         int64_t kend = lk;
-        if (tiled) {
+        if (by_tile) {
             const int64_t lim = tile_limit(r0);
             kend = lim < 0 ? 0 : (lim / bn + 1) * bn;
             kend = kend < lk ? kend : lk;
@@ -299,10 +442,29 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
             continue;
         }
         const dview dd = {reinterpret_cast<uint8_t *>(pl.dq + r0 * d), nr, d, d, 1, MXFA_F32};
-        const int64_t kbs = (kend + 31) / 32;
-        if ((e = gemm(pl, slice(dcv, r0, nr, 0, kend), slice(ea, r0, nr, 0, kbs), slice(transposed(k), 0, d, 0, kend),
-                      slice(eb, 0, d, 0, kbs), dd)) != cudaSuccess)
+        bool first = true;
+        auto fp8 = [&](int64_t k0, int64_t k1) {
+            if (k1 <= k0)
+                return cudaSuccess;
+            const int64_t kb = k0 / 32, nb = (k1 - k0 + 31) / 32;
+            const bool acc = !first;
+            first = false;
+            return gemm(pl, slice(dcv, r0, nr, k0, k1 - k0), slice(ea, r0, nr, kb, nb),
+                        slice(transposed(k), 0, d, k0, k1 - k0), slice(eb, 0, d, kb, nb), dd, acc);
+        };
+        int64_t k0 = 0, k1 = 0;
+        if (by_tile && diagonal_keys(r0, &k0, &k1)) {
+            if ((e = fp8(0, k0)) != cudaSuccess)
+                return e;
+            const bool acc = !first;
+            first = false;
+            if ((e = launch_gemm_bf16_rows(pl.dsbf + r0 * ldk + k0, ldk, pl.kbft + k0, ldk, nr, d, k1 - k0,
+                                           acc ? &dd : nullptr, dd, st)) != cudaSuccess ||
+                (e = fp8(k1, kend)) != cudaSuccess)
+                return e;
+        } else if ((e = fp8(0, kend)) != cudaSuccess) {
             return e;
+        }
     }
     return cudaSuccess;
 }
@@ -341,6 +503,7 @@ cudaError_t launch_attn_bwd_sm90(const attn_bwd_args &a, cudaStream_t stream)
                                    (size_t)(qblocks * hq * db), (size_t)(tk * hkv * d),    (size_t)(kblocks * hkv * db),
                                    (size_t)(tk * hkv * d),    (size_t)(tk * hkv * db),     (size_t)(tq * hq) * 4,
                                    sizeof(int)};
+    const int64_t ldq = round_up(max_lq, 8), ldk = round_up(max_lk, 8); // bf16 rows 16-byte aligned
     const size_t scores = (size_t)(max_lq * max_lk), expanded = (size_t)((mrows > d ? mrows : d) * mcols);
     const size_t worker_sizes[] = {scores * 4,
                                    scores * 4,
@@ -354,7 +517,16 @@ cudaError_t launch_attn_bwd_sm90(const attn_bwd_args &a, cudaStream_t stream)
                                    (size_t)(max_lk * d) * 4,
                                    (size_t)(max_lk * d) * 4,
                                    (size_t)(max_lk * d) * 4,
-                                   (size_t)(max_lk * d) * 4};
+                                   (size_t)(max_lk * d) * 4,
+                                   // the leak-free mask's bf16 operands
+                                   a.leak_free ? (size_t)(max_lq * d) * 2 : 0,
+                                   a.leak_free ? (size_t)(max_lk * d) * 2 : 0,
+                                   a.leak_free ? (size_t)(d * ldk) * 2 : 0,
+                                   a.leak_free ? (size_t)(d * ldq) * 2 : 0,
+                                   a.leak_free ? (size_t)(d * ldq) * 2 : 0,
+                                   a.leak_free ? (size_t)(max_lk * ldq) * 2 : 0,
+                                   a.leak_free ? (size_t)(max_lk * ldq) * 2 : 0,
+                                   a.leak_free ? (size_t)(max_lq * ldk) * 2 : 0};
     constexpr int NSHARED = sizeof shared_sizes / sizeof shared_sizes[0];
     constexpr int NWORKER = sizeof worker_sizes / sizeof worker_sizes[0];
     size_t shared_at[NSHARED], worker_at[NWORKER], shared_total = 0, worker_total = 0;
@@ -449,6 +621,11 @@ cudaError_t launch_attn_bwd_sm90(const attn_bwd_args &a, cudaStream_t stream)
         q.dq = reinterpret_cast<float *>(w + worker_at[8]), q.dk = reinterpret_cast<float *>(w + worker_at[9]);
         q.dv = reinterpret_cast<float *>(w + worker_at[10]), q.gk = reinterpret_cast<float *>(w + worker_at[11]);
         q.gv = reinterpret_cast<float *>(w + worker_at[12]);
+        uint16_t *bf[8];
+        for (int i = 0; i < 8; i++)
+            bf[i] = reinterpret_cast<uint16_t *>(w + worker_at[13 + i]);
+        q.qw = bf[0], q.kbf = bf[1], q.kbft = bf[2], q.qwt = bf[3], q.owt = bf[4], q.pbft = bf[5], q.dsbft = bf[6];
+        q.dsbf = bf[7], q.ldq = ldq, q.ldk = ldk;
     }
 
     const int64_t group = hq / hkv;

@@ -189,35 +189,36 @@ cudaError_t widen_operand(const dview &codes, const dview &scales, scratch &mem,
     cudaError_t e = mem.get(out, (size_t)(codes.rows * *out_rs) * sizeof(uint16_t));
     if (e != cudaSuccess)
         return e;
-    widen<<<dim3(blocks_for(codes.cols, 256), rows_for(codes.rows)), 256, 0, stream>>>(
-        codes, scales, codes.dtype == MXFA_E5M2, *out, *out_rs);
-    return cudaGetLastError();
+    return launch_widen(codes, scales, *out, *out_rs, stream);
 }
 
 } // namespace
 
-cudaError_t launch_gemm_sm90_bf16(const dview &a, const dview &sa, const dview &b, const dview &sb, const dview *c,
-                                  const dview &d, cudaStream_t stream)
+cudaError_t launch_widen(const dview &codes, const dview &scales, uint16_t *out, int64_t out_rs, cudaStream_t stream)
 {
-    const int64_t M = a.rows, N = b.rows, K = a.cols;
-    if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) // the backend refuses these with its own words
+    if (codes.rows == 0 || codes.cols == 0)
+        return cudaSuccess;
+    widen<<<dim3(blocks_for(codes.cols, 256), rows_for(codes.rows)), 256, 0, stream>>>(
+        codes, scales, codes.dtype == MXFA_E5M2, out, out_rs);
+    return cudaGetLastError();
+}
+
+cudaError_t launch_gemm_bf16_rows(const uint16_t *a, int64_t a_rs, const uint16_t *b, int64_t b_rs, int64_t M,
+                                  int64_t N, int64_t K, const dview *c, const dview &d, cudaStream_t stream)
+{
+    if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
         return cudaErrorInvalidValue;
     if (M == 0 || N == 0)
         return cudaSuccess;
     const int tiles_m = (int)((M + BM - 1) / BM), tiles_n = (int)((N + BN - 1) / BN);
     if ((int64_t)tiles_m * tiles_n > INT32_MAX)
         return cudaErrorInvalidValue;
-    scratch mem(stream);
-    uint16_t *wa, *wb;
-    int64_t a_rs, b_rs;
     CUtensorMap maps[2];
     cudaError_t e;
-    if ((e = widen_operand(a, sa, mem, stream, &wa, &a_rs)) != cudaSuccess ||
-        (e = widen_operand(b, sb, mem, stream, &wb, &b_rs)) != cudaSuccess ||
-        (e = tensor_map(&maps[0], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, wa, (uint64_t)K, (uint64_t)M,
-                        (uint64_t)a_rs * 2, BK, BM, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
-        (e = tensor_map(&maps[1], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, wb, (uint64_t)K, (uint64_t)N,
-                        (uint64_t)b_rs * 2, BK, BN, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess)
+    if ((e = tensor_map(&maps[0], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, a, (uint64_t)K, (uint64_t)M, (uint64_t)a_rs * 2,
+                        BK, BM, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
+        (e = tensor_map(&maps[1], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, b, (uint64_t)K, (uint64_t)N, (uint64_t)b_rs * 2,
+                        BK, BN, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess)
         return e;
     // on every launch: the attribute belongs to the current device
     const cudaError_t attr =
@@ -235,6 +236,24 @@ cudaError_t launch_gemm_sm90_bf16(const dview &a, const dview &sa, const dview &
         gemm_sm90_bf16<false><<<grid, THREADS, SMEM_BYTES, stream>>>(maps[0], maps[1], M, N, K, nullptr, 0, 0, dp,
                                                                       d.rs, d.cs, tiles_m, tiles_n);
     return cudaGetLastError();
+}
+
+cudaError_t launch_gemm_sm90_bf16(const dview &a, const dview &sa, const dview &b, const dview &sb, const dview *c,
+                                  const dview &d, cudaStream_t stream)
+{
+    const int64_t M = a.rows, N = b.rows, K = a.cols;
+    if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) // the backend refuses these with its own words
+        return cudaErrorInvalidValue;
+    if (M == 0 || N == 0)
+        return cudaSuccess;
+    scratch mem(stream);
+    uint16_t *wa, *wb;
+    int64_t a_rs, b_rs;
+    cudaError_t e;
+    if ((e = widen_operand(a, sa, mem, stream, &wa, &a_rs)) != cudaSuccess ||
+        (e = widen_operand(b, sb, mem, stream, &wb, &b_rs)) != cudaSuccess)
+        return e;
+    return launch_gemm_bf16_rows(wa, a_rs, wb, b_rs, M, N, K, c, d, stream);
 }
 
 } // namespace mxfa_gpu
