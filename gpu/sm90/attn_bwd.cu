@@ -135,28 +135,84 @@ __global__ void bwd_store(const float *x, int64_t rows, float scale, bool scaled
 // *flag = 1 when a code of `codes` is NaN (E4M3 0x7F, 0xFF) or a scale
 // byte of `scales` is (0xFF): then a chain step over a skipped tile, 0
 // times such an operand, would not leave the accumulator as it was.
-__global__ void bwd_any_nan(const uint8_t *codes, int64_t ncodes, const uint8_t *scales, int64_t nscales, int *flag)
+// With scale_limit below 0xFF, also a scale at or above it: a code widened
+// to bf16 under such a scale may be Inf, and 0 * Inf is NaN too.
+__global__ void bwd_any_nan(const uint8_t *codes, int64_t ncodes, const uint8_t *scales, int64_t nscales,
+                            uint32_t scale_limit, int *flag)
 {
     int found = 0;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < ncodes; i += stride)
         found |= (codes[i] & 0x7F) == 0x7F;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < nscales; i += stride)
-        found |= scales[i] == 0xFF;
+        found |= scales[i] >= scale_limit;
     if (__syncthreads_or(found) && threadIdx.x == 0)
         atomicOr(flag, 1);
 }
 
-// fp32 [rows][cols] (row stride ld) to bf16 at nearest even, as it is or
+// *flag = 1 when an element of x, rounded to bf16, may not be finite (NaN,
+// Inf, or 2^127 and above in magnitude). Grid-stride over the elements.
+__global__ void bwd_any_huge(nd3 x, int *flag)
+{
+    int found = 0;
+    const int64_t n = x.n0 * x.n1 * x.n2, stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const uint32_t bits = __float_as_uint(load3(x, i / (x.n1 * x.n2), i / x.n2 % x.n1, i % x.n2));
+        found |= ((bits >> 23) & 0xFF) >= 254;
+    }
+    if (__syncthreads_or(found) && threadIdx.x == 0)
+        atomicOr(flag, 1);
+}
+
+// The leak-free mask's rule on the device: key block kb0 of the query tile
+// holding row i is multiplied in bf16 (see diagonal() in bwd_head).
+__device__ __forceinline__ bool diagonal_at(int64_t i, int64_t kb0, int64_t lq, int64_t lk, int64_t bm)
+{
+    const int64_t r0 = i - i % bm, end = r0 + bm < lq ? r0 + bm : lq;
+    const int64_t klast = kb0 + 31 < lk - 1 ? kb0 + 31 : lk - 1;
+    return kb0 < lk && r0 + lk - lq < klast && end - 1 + lk - lq >= kb0;
+}
+
+// The diagonal blocks' codes to 0 and scales to 2^0 in P or dS [lq][lk]
+// (their products take bf16 operands instead): a step over them is then an
+// exact zero. Grid x over the columns, y over the rows.
+__global__ void bwd_mask_diagonal(uint8_t *codes, uint8_t *scales, int64_t lq, int64_t lk, int64_t ld, int64_t nbk,
+                                  int64_t bm)
+{
+    const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= lk)
+        return;
+    for (int64_t i = blockIdx.y; i < lq; i += gridDim.y)
+        if (diagonal_at(i, j - j % 32, lq, lk, bm)) {
+            codes[i * ld + j] = 0;
+            if (i % 32 == 0 && j % 32 == 0)
+                scales[(i / 32) * nbk + j / 32] = 0x7F;
+        }
+}
+
+// S [lq][lk] takes the entries of t on the diagonal blocks.
+__global__ void bwd_take_diagonal(float *s, const float *t, int64_t lq, int64_t lk, int64_t ld, int64_t bm)
+{
+    const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= lk)
+        return;
+    for (int64_t i = blockIdx.y; i < lq; i += gridDim.y)
+        if (diagonal_at(i, j - j % 32, lq, lk, bm))
+            s[i * ld + j] = t[i * ld + j];
+}
+
+// P or dS [lq][lk] (row stride ld) to bf16 at nearest even on the
+// diagonal blocks (query tiles of bm rows) and +0 elsewhere, as it is or
 // transposed, rows of out_ld. Grid x over the columns, y over the rows.
-__global__ void bwd_to_bf16(const float *x, int64_t rows, int64_t cols, int64_t ld, bool transpose, uint16_t *out,
-                            int64_t out_ld)
+__global__ void bwd_to_bf16(const float *x, int64_t rows, int64_t cols, int64_t ld, int64_t bm, bool transpose,
+                            uint16_t *out, int64_t out_ld)
 {
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= cols)
         return;
     for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-        const uint16_t v = (uint16_t)f32_to_bf16(__float_as_uint(x[r * ld + c]));
+        const bool dg = diagonal_at(r, c - c % 32, rows, cols, bm);
+        const uint16_t v = dg ? (uint16_t)f32_to_bf16(__float_as_uint(x[r * ld + c])) : 0;
         out[transpose ? c * out_ld + r : r * out_ld + c] = v;
     }
 }
@@ -304,15 +360,13 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
         bwd_k_bf16<<<dim3(blocks_for(d, 128), rows_for(lk)), 128, 0, st>>>(a.k, tk0, g, lk, pl.kbf, pl.kbft, ldk);
         if ((e = cudaGetLastError()) != cudaSuccess)
             return e;
-        for (int64_t r0 = 0; r0 < lq; r0 += bm) {
-            int64_t k0, k1;
-            if (!diagonal_keys(r0, &k0, &k1))
-                continue;
-            const dview dd = slice(sv, r0, tile_end(r0) - r0, k0, k1 - k0);
-            if ((e = launch_gemm_bf16_rows(pl.qw + r0 * d, d, pl.kbf + k0 * d, d, dd.rows, dd.cols, d, nullptr, dd,
-                                           st)) != cudaSuccess)
-                return e;
-        }
+        // the whole of Q K^T in bf16 into dP's buffer (not yet in use),
+        // its diagonal blocks into S
+        if ((e = launch_gemm_bf16_rows(pl.qw, d, pl.kbf, d, lq, lk, d, nullptr, dpv, st)) != cudaSuccess)
+            return e;
+        bwd_take_diagonal<<<grid, 256, 0, st>>>(pl.s, pl.dp, lq, lk, ld, bm);
+        if ((e = cudaGetLastError()) != cudaSuccess)
+            return e;
     }
     bwd_p<<<grid, 256, 0, st>>>(pl.s, lq, lk, ld, a.lse + tq0 * a.ls0 + h * a.ls1, a.ls0, a.c, a.log2e, a.causal,
                                 a.p_dynamic ? nullptr : pl.pc);
@@ -325,8 +379,9 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
         e = cudaMemsetAsync(pl.ps, 0x77, (size_t)(nbq * nbk), st);
     if (e != cudaSuccess)
         return e;
-    if (leak) { // P^T in bf16, from P in fp32 (not from its codes)
-        bwd_to_bf16<<<grid, 256, 0, st>>>(pl.s, lq, lk, ld, true, pl.pbft, ldq);
+    if (leak) { // P^T in bf16, from P in fp32 (not from its codes), on the diagonal; its codes off it
+        bwd_mask_diagonal<<<grid, 256, 0, st>>>(pl.pc, pl.ps, lq, lk, ld, nbk, bm);
+        bwd_to_bf16<<<grid, 256, 0, st>>>(pl.s, lq, lk, ld, bm, true, pl.pbft, ldq);
         if ((e = cudaGetLastError()) != cudaSuccess)
             return e;
     }
@@ -340,17 +395,24 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
         (e = launch_quantize(dpv, &whole, 1, a.preset, MXFA_BLOCK_SQUARE, dcv, dsv, st)) != cudaSuccess)
         return e;
     if (leak) {
-        bwd_to_bf16<<<grid, 256, 0, st>>>(pl.dp, lq, lk, ld, true, pl.dsbft, ldq);
-        bwd_to_bf16<<<grid, 256, 0, st>>>(pl.dp, lq, lk, ld, false, pl.dsbf, ldk);
+        bwd_mask_diagonal<<<grid, 256, 0, st>>>(pl.dsc, pl.dss, lq, lk, ld, nbk, bm);
+        bwd_to_bf16<<<grid, 256, 0, st>>>(pl.dp, lq, lk, ld, bm, true, pl.dsbft, ldq);
+        bwd_to_bf16<<<grid, 256, 0, st>>>(pl.dp, lq, lk, ld, bm, false, pl.dsbf, ldk);
         if ((e = cudaGetLastError()) != cudaSuccess)
             return e;
     }
 
-    // The chains of dV, dK and dQ run whole when the reference's tiles add
-    // nothing that differs (no mask; causal without NaN operands), else
-    // tile by tile over the visited range, a piece per run of key blocks
-    // that share their fp8 and bf16 steps.
-    const bool by_tile = tiled || leak;
+    // The chains of dV, dK and dQ run whole when every step the reference
+    // does not take is an exact no-op (no mask; causal without NaN or
+    // overflowing operands), else tile by tile over the visited range, a
+    // piece per run of key blocks that share their fp8 and bf16 steps.
+    // Whole under the leak-free mask: two products, each over the whole
+    // range, one of P or dS in bf16 on the diagonal blocks (zero elsewhere),
+    // one of their codes off them (the diagonal blocks' codes zero), in the
+    // reference's order: bf16 before fp8 for dV and dK (the diagonal query
+    // tiles come before the ones that see a key block whole), fp8 before
+    // bf16 for dQ.
+    const bool by_tile = tiled;
 
     // dV = P^T dO and dK = dS^T Q: per key tile, over the visited query
     // tiles; a key block's diagonal query tiles take bf16 steps
@@ -365,6 +427,13 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
             return e;
         if (leak && (e = launch_widen(transposed(bc), eb, bbf, ldq, st)) != cudaSuccess)
             return e;
+        if (leak && !tiled) {
+            const dview dd = {reinterpret_cast<uint8_t *>(out), lk, d, d, 1, MXFA_F32};
+            if ((e = launch_gemm_bf16_rows(abf, ldq, bbf, ldq, lk, d, lq, nullptr, dd, st)) != cudaSuccess ||
+                (e = gemm(pl, transposed(ac), ea, transposed(bc), eb, dd, true)) != cudaSuccess)
+                return e;
+            continue;
+        }
         const int64_t step = by_tile ? bn : lk;
         for (int64_t c0 = 0; c0 < lk; c0 += step) {
             const int64_t nk = lk - c0 < step ? lk - c0 : step;
@@ -427,6 +496,12 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
     // key blocks take bf16 steps
     if ((e = expand(dsv, lq, pl.ea, &ea)) != cudaSuccess || (e = expand(transposed(ks), d, pl.eb, &eb)) != cudaSuccess)
         return e;
+    if (leak && !tiled) {
+        const dview dd = {reinterpret_cast<uint8_t *>(pl.dq), lq, d, d, 1, MXFA_F32};
+        if ((e = gemm(pl, dcv, ea, transposed(k), eb, dd)) != cudaSuccess)
+            return e;
+        return launch_gemm_bf16_rows(pl.dsbf, ldk, pl.kbft, ldk, lq, d, lk, &dd, dd, st);
+    }
     const int64_t step = by_tile ? bm : lq;
     for (int64_t r0 = 0; r0 < lq; r0 += step) {
         const int64_t nr = lq - r0 < step ? lq - r0 : step;
@@ -579,13 +654,19 @@ cudaError_t launch_attn_bwd_sm90(const attn_bwd_args &a, cudaStream_t stream)
     // P^T and dS (A) are zero codes under finite scales, so the partial is
     // +-0 and fma(0, 2^(sa + sb), acc) is acc, unless B (dO and Q for dV
     // and dK, K for dQ) holds a NaN code or scale. Then, a tile at a time.
+    // The leak-free mask's bf16 products over the whole range multiply
+    // zeros by Q and dO widened and K rounded, which must then be finite.
     bool tiled = false;
     if (e == cudaSuccess && a.causal) {
         int host_flag = 0;
         if ((e = cudaMemsetAsync(flag, 0, sizeof(int), stream)) == cudaSuccess) {
-            bwd_any_nan<<<1024, 256, 0, stream>>>(pl.qc, tq * hq * d, pl.qs, qblocks * hq * db, flag);
-            bwd_any_nan<<<1024, 256, 0, stream>>>(pl.oc, tq * hq * d, pl.os, qblocks * hq * db, flag);
-            bwd_any_nan<<<1024, 256, 0, stream>>>(pl.kc, tk * hkv * d, pl.ks, kblocks * hkv * db, flag);
+            // leak-free: Q and dO are also widened to bf16, K rounded
+            const uint32_t widened = a.leak_free ? 0xF0u : 0xFFu; // 448 * 2^(0xF0 - 127) < 2^127
+            bwd_any_nan<<<1024, 256, 0, stream>>>(pl.qc, tq * hq * d, pl.qs, qblocks * hq * db, widened, flag);
+            bwd_any_nan<<<1024, 256, 0, stream>>>(pl.oc, tq * hq * d, pl.os, qblocks * hq * db, widened, flag);
+            bwd_any_nan<<<1024, 256, 0, stream>>>(pl.kc, tk * hkv * d, pl.ks, kblocks * hkv * db, 0xFFu, flag);
+            if (a.leak_free)
+                bwd_any_huge<<<1024, 256, 0, stream>>>(a.k, flag);
             if ((e = cudaGetLastError()) == cudaSuccess &&
                 (e = cudaMemcpyAsync(&host_flag, flag, sizeof(int), cudaMemcpyDeviceToHost, stream)) == cudaSuccess)
                 e = cudaStreamSynchronize(stream);
