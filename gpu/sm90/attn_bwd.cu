@@ -202,10 +202,10 @@ __global__ void bwd_take_diagonal(float *s, const float *t, int64_t lq, int64_t 
 }
 
 // P or dS [lq][lk] (row stride ld) to bf16 at nearest even on the
-// diagonal blocks (query tiles of bm rows) and +0 elsewhere, as it is or
-// transposed, rows of out_ld. Grid x over the columns, y over the rows.
-__global__ void bwd_to_bf16(const float *x, int64_t rows, int64_t cols, int64_t ld, int64_t bm, bool transpose,
-                            uint16_t *out, int64_t out_ld)
+// diagonal blocks (query tiles of bm rows) and +0 elsewhere, rows of
+// out_ld. Grid x over the columns, y over the rows.
+__global__ void bwd_to_bf16(const float *x, int64_t rows, int64_t cols, int64_t ld, int64_t bm, uint16_t *out,
+                            int64_t out_ld)
 {
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= cols)
@@ -213,7 +213,33 @@ __global__ void bwd_to_bf16(const float *x, int64_t rows, int64_t cols, int64_t 
     for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
         const bool dg = diagonal_at(r, c - c % 32, rows, cols, bm);
         const uint16_t v = dg ? (uint16_t)f32_to_bf16(__float_as_uint(x[r * ld + c])) : 0;
-        out[transpose ? c * out_ld + r : r * out_ld + c] = v;
+        out[r * out_ld + c] = v;
+    }
+}
+
+// The same, transposed, through 32 x 32 tiles in shared memory so that
+// both the reads and the writes are coalesced: block (32, 8), grid x over
+// the tiles of columns, y over those of rows.
+__global__ void bwd_to_bf16_t(const float *x, int64_t rows, int64_t cols, int64_t ld, int64_t bm, uint16_t *out,
+                              int64_t out_ld)
+{
+    __shared__ uint16_t tile[32][33];
+    const int64_t c0 = (int64_t)blockIdx.x * 32;
+    for (int64_t r0 = (int64_t)blockIdx.y * 32; r0 < rows; r0 += (int64_t)gridDim.y * 32) {
+        for (int y = (int)threadIdx.y; y < 32; y += 8) {
+            const int64_t r = r0 + y, c = c0 + threadIdx.x;
+            uint16_t v = 0;
+            if (r < rows && c < cols && diagonal_at(r, c - c % 32, rows, cols, bm))
+                v = (uint16_t)f32_to_bf16(__float_as_uint(x[r * ld + c]));
+            tile[y][threadIdx.x] = v;
+        }
+        __syncthreads();
+        for (int y = (int)threadIdx.y; y < 32; y += 8) {
+            const int64_t c = c0 + y, r = r0 + threadIdx.x;
+            if (c < cols && r < rows)
+                out[c * out_ld + r] = tile[threadIdx.x][y];
+        }
+        __syncthreads();
     }
 }
 
@@ -347,7 +373,7 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
     auto slice = [](const dview &x, int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
         return dview{x.base + (r0 * x.rs + c0 * x.cs) * esize(x.dtype), nr, nc, x.rs, x.cs, x.dtype};
     };
-    const dim3 grid(blocks_for(lk, 256), rows_for(lq));
+    const dim3 grid(blocks_for(lk, 256), rows_for(lq)), tgrid(blocks_for(lk, 32), rows_for((lq + 31) / 32));
 
     // S = Q K^T (leak-free: the diagonal blocks again, from bf16 operands:
     // Q widened, K rounded from the input); P
@@ -381,7 +407,7 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
         return e;
     if (leak) { // P^T in bf16, from P in fp32 (not from its codes), on the diagonal; its codes off it
         bwd_mask_diagonal<<<grid, 256, 0, st>>>(pl.pc, pl.ps, lq, lk, ld, nbk, bm);
-        bwd_to_bf16<<<grid, 256, 0, st>>>(pl.s, lq, lk, ld, bm, true, pl.pbft, ldq);
+        bwd_to_bf16_t<<<tgrid, dim3(32, 8), 0, st>>>(pl.s, lq, lk, ld, bm, pl.pbft, ldq);
         if ((e = cudaGetLastError()) != cudaSuccess)
             return e;
     }
@@ -396,8 +422,8 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
         return e;
     if (leak) {
         bwd_mask_diagonal<<<grid, 256, 0, st>>>(pl.dsc, pl.dss, lq, lk, ld, nbk, bm);
-        bwd_to_bf16<<<grid, 256, 0, st>>>(pl.dp, lq, lk, ld, bm, true, pl.dsbft, ldq);
-        bwd_to_bf16<<<grid, 256, 0, st>>>(pl.dp, lq, lk, ld, bm, false, pl.dsbf, ldk);
+        bwd_to_bf16_t<<<tgrid, dim3(32, 8), 0, st>>>(pl.dp, lq, lk, ld, bm, pl.dsbft, ldq);
+        bwd_to_bf16<<<grid, 256, 0, st>>>(pl.dp, lq, lk, ld, bm, pl.dsbf, ldk);
         if ((e = cudaGetLastError()) != cudaSuccess)
             return e;
     }
