@@ -18,19 +18,24 @@
 // fma(+-0, 2^(sa + sb), acc) = acc, unless the other operand holds a NaN
 // (0 * NaN is NaN). Without NaN codes or scales in Q, K and dO the causal
 // products therefore run whole, as unmasked ones; with them, a key tile
-// (dV, dK) or a query tile (dQ) at a time over the visited range. Square blocks of 32 x 32 of the whole P and dS are
-// the blocks of the reference's tiles, whose sides are multiples of 32.
+// (dV, dK) or a query tile (dQ) at a time over the visited range. Square
+// blocks of 32 x 32 of the whole P and dS are the blocks of the reference's
+// tiles, whose sides are multiples of 32.
+//
+// Under the leak-free causal mask the reference takes bf16 operands on each
+// query tile's diagonal key blocks (Q and dO widened, K rounded from the
+// input, P and dS rounded from fp32) in S, dV, dK and dQ: those entries of S
+// come from the bf16 GEMM, the diagonal blocks' fp8 codes are zeroed and
+// bf16 copies of P and dS hold those blocks only, and each gradient is a
+// bf16 and an fp8 product in the reference's order (or, where a skipped
+// step could meet a NaN or an overflow, pieces a tile at a time with the
+// accumulator carried from one piece to the next as C).
 //
 // The scores of one (sequence, head) are materialized in fp32 (S then P,
 // dP then dS: 8 bytes a score, and 2 more for the codes), so the memory
 // grows with the square of the longest sequence; the fused kernel of the
 // design (dK and dV resident per key tile, dQ promoted in key-tile order)
-// is not written yet. Under the leak-free causal mask the reference takes
-// bf16 operands on each query tile's diagonal key blocks (Q and dO widened,
-// K rounded from the input, P and dS rounded from fp32) in S, dV, dK and
-// dQ: those entries of S are made again by the bf16 GEMM, and the chains
-// of the three gradients run a tile at a time, in pieces of fp8 and bf16
-// steps with the accumulator carried from one piece to the next.
+// is not written yet.
 #include "exp2.cuh"
 #include "hopper.cuh"
 #include "mx.cuh"
