@@ -521,6 +521,9 @@ MXFA_API mxfa_status mxfa_attn_fwd_f64(mxfa_ctx *ctx, const mxfa_attn_params *p,
  * dk and dv [tokens_k, Hkv, D], each MXFA_F32 or MXFA_BF16. Deterministic:
  * dQ sums key tiles in increasing order, and the dK and dV of a shared
  * key/value head sum the group's query heads in increasing head order.
+ * On the cuda backend a causal call waits for its own quantization of Q, K
+ * and dO before it returns, also on device memory: whether one of them
+ * holds a NaN decides how its products run (gpu/README.md).
  */
 MXFA_API mxfa_status mxfa_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
                                    const mxfa_tensor *k, const mxfa_tensor *v, const mxfa_tensor *o,

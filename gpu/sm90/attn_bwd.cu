@@ -15,10 +15,13 @@
 //  - dQ = dS K likewise chains over the key blocks of the visited key tiles.
 // A tile the reference skips (causal: no row of the query tile sees the key
 // tile) adds nothing to a chain: its P and dS are zero, so its steps are
-// fma(+-0, 2^(sa + sb), acc) = acc, unless the other operand holds a NaN
-// (0 * NaN is NaN). Without NaN codes or scales in Q, K and dO the causal
-// products therefore run whole, as unmasked ones; with them, a key tile
-// (dV, dK) or a query tile (dQ) at a time over the visited range. Square
+// fma(+0, 2^(sa + sb), acc) = acc, unless the other operand holds a NaN
+// (0 * NaN is NaN) or a value that widens to Inf (sm90-bf16), or acc is -0
+// (which such a step makes +0). Without those operands the causal products
+// of dV and dK run whole, as unmasked ones (their skipped steps come first,
+// while acc is +0), and dQ a query tile at a time up to its last visited
+// key tile; with them, dV and dK too a key tile at a time over the visited
+// range. Square
 // blocks of 32 x 32 of the whole P and dS are the blocks of the reference's
 // tiles, whose sides are multiples of 32.
 //
@@ -32,7 +35,8 @@
 // accumulator carried from one piece to the next as C).
 //
 // The scores of one (sequence, head) are materialized in fp32 (S then P,
-// dP then dS: 8 bytes a score, and 2 more for the codes), so the memory
+// dP then dS: 8 bytes a score, 2 more for the codes, 6 more for the
+// leak-free mask's bf16 copies), so the memory
 // grows with the square of the longest sequence; the fused kernel of the
 // design (dK and dV resident per key tile, dQ promoted in key-tile order)
 // is not written yet.
@@ -533,11 +537,17 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
             return e;
         return launch_gemm_bf16_rows(pl.dsbf, ldk, pl.kbft, ldk, lq, d, lk, &dd, dd, st);
     }
-    const int64_t step = by_tile ? bm : lq;
+    // Under the causal mask dQ always ends at the query tile's last visited
+    // key tile: a skipped step after the visited ones would turn an
+    // accumulator of -0 (a negative product lost to underflow) into +0,
+    // fma(+0, s, -0) being +0. (dV and dK meet their skipped steps first,
+    // while the accumulator is still +0.)
+    const bool dq_by_tile = by_tile || a.causal;
+    const int64_t step = dq_by_tile ? bm : lq;
     for (int64_t r0 = 0; r0 < lq; r0 += step) {
         const int64_t nr = lq - r0 < step ? lq - r0 : step;
         int64_t kend = lk;
-        if (by_tile) {
+        if (dq_by_tile) {
             const int64_t lim = tile_limit(r0);
             kend = lim < 0 ? 0 : (lim / bn + 1) * bn;
             kend = kend < lk ? kend : lk;
@@ -559,7 +569,7 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
                         slice(transposed(k), 0, d, k0, k1 - k0), slice(eb, 0, d, kb, nb), dd, acc);
         };
         int64_t k0 = 0, k1 = 0;
-        if (by_tile && diagonal_keys(r0, &k0, &k1)) {
+        if (leak && diagonal_keys(r0, &k0, &k1)) {
             if ((e = fp8(0, k0)) != cudaSuccess)
                 return e;
             const bool acc = !first;
@@ -586,21 +596,28 @@ cudaError_t launch_attn_bwd_sm90(const attn_bwd_args &a, cudaStream_t stream)
     if (!qsegs)
         return cudaErrorMemoryAllocation;
     mxfa_segment *ksegs = qsegs + batch;
-    int64_t qblocks = 0, kblocks = 0, max_lq = 0, max_lk = 0;
+    int64_t qblocks = 0, kblocks = 0, max_lq = 0, max_lk = 0, max_pair = 0;
     for (int b = 0; b < batch; b++) {
         const int64_t lq = (int64_t)a.cu_q[b + 1] - a.cu_q[b], lk = (int64_t)a.cu_k[b + 1] - a.cu_k[b];
         qsegs[b] = {a.cu_q[b], lq, qblocks};
         ksegs[b] = {a.cu_k[b], lk, kblocks};
         qblocks += (lq + 31) / 32, kblocks += (lk + 31) / 32;
         max_lq = lq > max_lq ? lq : max_lq, max_lk = lk > max_lk ? lk : max_lk;
+        max_pair = lq * lk > max_pair ? lq * lk : max_pair;
     }
-    // the scores of the longest pair, 10 bytes each, must fit in memory
-    if (max_lq * max_lk > ((int64_t)1 << 38)) {
+    // the scores of the sequence with the most, 10 bytes each (16 under the
+    // leak-free mask), must fit in memory
+    if (max_pair > ((int64_t)1 << 38)) {
         free(qsegs);
         return cudaErrorMemoryAllocation;
     }
-    const int64_t mq = (max_lq + 31) / 32, mk = (max_lk + 31) / 32, mrows = max_lq > max_lk ? max_lq : max_lk;
-    const int64_t mcols = db > mq ? (db > mk ? db : mk) : (mq > mk ? mq : mk);
+    const int64_t mq = (max_lq + 31) / 32, mk = (max_lk + 31) / 32;
+    auto max3 = [](int64_t x, int64_t y, int64_t z) { return x > y ? (x > z ? x : z) : (y > z ? y : z); };
+    // the scales expanded per row: A's of S and dP (lq x D / 32), of dV and
+    // dK (lk x query blocks) and of dQ (lq x key blocks); B's of S (lk x
+    // D / 32), of dV and dK (D x query blocks) and of dQ (D x key blocks)
+    const size_t expanded_a = (size_t)max3(max_lq * db, max_lk * mq, max_lq * mk);
+    const size_t expanded_b = (size_t)max3(max_lk * db, d * mq, d * mk);
     auto piece = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
     // scratch, one allocation cut in 256-byte aligned pieces: the operands
     // of the whole call, then per worker the scores and gradients of one
@@ -610,15 +627,15 @@ cudaError_t launch_attn_bwd_sm90(const attn_bwd_args &a, cudaStream_t stream)
                                    (size_t)(tk * hkv * d),    (size_t)(tk * hkv * db),     (size_t)(tq * hq) * 4,
                                    sizeof(int)};
     const int64_t ldq = round_up(max_lq, 8), ldk = round_up(max_lk, 8); // bf16 rows 16-byte aligned
-    const size_t scores = (size_t)(max_lq * max_lk), expanded = (size_t)((mrows > d ? mrows : d) * mcols);
+    const size_t scores = (size_t)max_pair; // [lq][lk] of one sequence
     const size_t worker_sizes[] = {scores * 4,
                                    scores * 4,
                                    scores,
                                    (size_t)(mq * mk),
                                    scores,
                                    (size_t)(mq * mk),
-                                   expanded,
-                                   expanded,
+                                   expanded_a,
+                                   expanded_b,
                                    (size_t)(max_lq * d) * 4,
                                    (size_t)(max_lk * d) * 4,
                                    (size_t)(max_lk * d) * 4,
@@ -691,11 +708,15 @@ cudaError_t launch_attn_bwd_sm90(const attn_bwd_args &a, cudaStream_t stream)
     if (e == cudaSuccess && a.causal) {
         int host_flag = 0;
         if ((e = cudaMemsetAsync(flag, 0, sizeof(int), stream)) == cudaSuccess) {
-            // leak-free: Q and dO are also widened to bf16, K rounded
-            const uint32_t widened = a.leak_free ? 0xF0u : 0xFFu; // 448 * 2^(0xF0 - 127) < 2^127
-            bwd_any_nan<<<1024, 256, 0, stream>>>(pl.qc, tq * hq * d, pl.qs, qblocks * hq * db, widened, flag);
-            bwd_any_nan<<<1024, 256, 0, stream>>>(pl.oc, tq * hq * d, pl.os, qblocks * hq * db, widened, flag);
-            bwd_any_nan<<<1024, 256, 0, stream>>>(pl.kc, tk * hkv * d, pl.ks, kblocks * hkv * db, 0xFFu, flag);
+            // Q and dO are widened to bf16 under the leak-free mask and under
+            // sm90-bf16, K under sm90-bf16 (the leak-free mask rounds K from
+            // the input instead): a scale below 0xF0 keeps every widened code
+            // finite (448 * 2^(0xEF - 127) < 2^127)
+            const uint32_t qo_limit = a.leak_free || a.bf16_model ? 0xF0u : 0xFFu;
+            const uint32_t k_limit = a.bf16_model ? 0xF0u : 0xFFu;
+            bwd_any_nan<<<1024, 256, 0, stream>>>(pl.qc, tq * hq * d, pl.qs, qblocks * hq * db, qo_limit, flag);
+            bwd_any_nan<<<1024, 256, 0, stream>>>(pl.oc, tq * hq * d, pl.os, qblocks * hq * db, qo_limit, flag);
+            bwd_any_nan<<<1024, 256, 0, stream>>>(pl.kc, tk * hkv * d, pl.ks, kblocks * hkv * db, k_limit, flag);
             if (a.leak_free)
                 bwd_any_huge<<<1024, 256, 0, stream>>>(a.k, flag);
             if ((e = cudaGetLastError()) == cudaSuccess &&
