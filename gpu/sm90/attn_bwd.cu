@@ -173,9 +173,11 @@ __global__ void bwd_any_huge(nd3 x, int *flag)
         atomicOr(flag, 1);
 }
 
-// The leak-free mask's rule on the device: key block kb0 of the query tile
-// holding row i is multiplied in bf16 (see diagonal() in bwd_head).
-__device__ __forceinline__ bool diagonal_at(int64_t i, int64_t kb0, int64_t lq, int64_t lk, int64_t bm)
+// The leak-free mask's rule, on the host and the device: key block kb0 of
+// the query tile holding row i (tiles of bm rows) is multiplied in bf16
+// when the tile's first row sees less than all of it and its last row some
+// of it (causal, bottom-right aligned: row i sees keys up to i + lk - lq).
+__host__ __device__ __forceinline__ bool diagonal_at(int64_t i, int64_t kb0, int64_t lq, int64_t lk, int64_t bm)
 {
     const int64_t r0 = i - i % bm, end = r0 + bm < lq ? r0 + bm : lq;
     const int64_t klast = kb0 + 31 < lk - 1 ? kb0 + 31 : lk - 1;
@@ -361,12 +363,7 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
     auto limit = [&](int64_t i) { return a.causal ? i + lk - lq : lk - 1; };
     auto tile_end = [&](int64_t r0) { return r0 + bm < lq ? r0 + bm : lq; };
     auto tile_limit = [&](int64_t r0) { return limit(tile_end(r0) - 1); };
-    // leak-free: key block kb0 is multiplied in bf16 for query tile r0 when
-    // the tile's first row sees less than all of it and its last row some
-    auto diagonal = [&](int64_t r0, int64_t kb0) {
-        const int64_t klast = kb0 + 31 < lk - 1 ? kb0 + 31 : lk - 1;
-        return leak && kb0 < lk && limit(r0) < klast && tile_limit(r0) >= kb0;
-    };
+    auto diagonal = [&](int64_t r0, int64_t kb0) { return leak && diagonal_at(r0, kb0, lq, lk, bm); };
     // the diagonal keys of query tile r0, [*k0, *k1) (contiguous: the two
     // conditions are monotone in the key); false when there are none
     auto diagonal_keys = [&](int64_t r0, int64_t *k0, int64_t *k1) {
@@ -392,9 +389,7 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
     if (leak) {
         if ((e = launch_widen(q, ea, pl.qw, d, st)) != cudaSuccess)
             return e;
-        bwd_k_bf16<<<dim3(blocks_for(d, 128), rows_for(lk)), 128, 0, st>>>(a.k, tk0, g, lk, pl.kbf, pl.kbft, ldk);
-        if ((e = cudaGetLastError()) != cudaSuccess)
-            return e;
+        // (K rounded to bf16, kbf and kbft, is made once a KV head by the caller)
         // the whole of Q K^T in bf16 into dP's buffer (not yet in use),
         // its diagonal blocks into S
         if ((e = launch_gemm_bf16_rows(pl.qw, d, pl.kbf, d, lq, lk, d, nullptr, dpv, st)) != cudaSuccess)
@@ -768,6 +763,10 @@ cudaError_t launch_attn_bwd_sm90(const attn_bwd_args &a, cudaStream_t stream)
         const bwd_plan &q = wp[u % workers];
         cudaStream_t st = q.stream;
         const int64_t lq = qsegs[b].count, lk = ksegs[b].count, tq0 = a.cu_q[b], tk0 = a.cu_k[b];
+        if (a.leak_free && lq > 0 && lk > 0) { // K rounded to bf16, shared by the group's query heads
+            bwd_k_bf16<<<dim3(blocks_for(d, 128), rows_for(lk)), 128, 0, st>>>(a.k, tk0, g, lk, q.kbf, q.kbft, q.ldk);
+            e = cudaGetLastError();
+        }
         for (int64_t h = g * group; h < (g + 1) * group && e == cudaSuccess; h++) {
             const dim3 sgrid(blocks_for(d, 128), rows_for(lq));
             if (lq == 0 || lk == 0) { // no pairs: dQ of these queries is zero
