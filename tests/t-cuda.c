@@ -472,6 +472,23 @@ static void poke(buf *b, mxfa_dtype dt, const mxfa_tensor *t, int64_t tok, int64
     }
 }
 
+/* cu_seqlens of a jagged batch of up to three sequences: query lengths up
+ * to `most` (now and then 0), key lengths the same as the queries' a third
+ * of the time, else drawn alike; an all-empty side gets one token. */
+static void draw_seqlens(int batch, uint32_t most, int32_t cq[4], int32_t ck[4])
+{
+    for (int b = 1; b <= batch; b++) {
+        int32_t lq = rng_below(6) == 0 ? 0 : 1 + (int32_t)rng_below(most);
+        int32_t lk = rng_below(3) == 0 ? lq : (rng_below(6) == 0 ? 0 : 1 + (int32_t)rng_below(most));
+        cq[b] = cq[b - 1] + lq;
+        ck[b] = ck[b - 1] + lk;
+    }
+    if (cq[batch] == 0)
+        cq[batch] = 1;
+    if (ck[batch] == 0)
+        ck[batch] = 1;
+}
+
 /* The forward pass under sm90-fp8 (D = 64, 128 and 256, the kernel's
  * 128 x 128 geometry): jagged batches with empty and ragged sequences, GQA,
  * no mask, the leak-free causal mask and the plain one,
@@ -491,16 +508,7 @@ static int attn_case(int trial, int device, char *what, size_t what_len)
     const uint32_t most = longer ? 1000 : 300;
     const int64_t hq = hkv * group;
     int32_t cq[4] = {0}, ck[4] = {0};
-    for (int b = 1; b <= batch; b++) {
-        int32_t lq = rng_below(6) == 0 ? 0 : 1 + (int32_t)rng_below(most);
-        int32_t lk = rng_below(3) == 0 ? lq : (rng_below(6) == 0 ? 0 : 1 + (int32_t)rng_below(most));
-        cq[b] = cq[b - 1] + lq;
-        ck[b] = ck[b - 1] + lk;
-    }
-    if (cq[batch] == 0)
-        cq[batch] = 1;
-    if (ck[batch] == 0)
-        ck[batch] = 1;
+    draw_seqlens(batch, most, cq, ck);
     const int64_t tq = cq[batch], tk = ck[batch];
     mxfa_attn_params p;
     mxfa_attn_params_default(&p);
@@ -627,16 +635,7 @@ static int bwd_case(int trial, int device, char *what, size_t what_len)
     const int hkv = 1 + (int)rng_below(2), group = 1 + (int)rng_below(3);
     const int64_t hq = hkv * group;
     int32_t cq[4] = {0}, ck[4] = {0};
-    for (int b = 1; b <= batch; b++) {
-        int32_t lq = rng_below(6) == 0 ? 0 : 1 + (int32_t)rng_below(300);
-        int32_t lk = rng_below(3) == 0 ? lq : (rng_below(6) == 0 ? 0 : 1 + (int32_t)rng_below(300));
-        cq[b] = cq[b - 1] + lq;
-        ck[b] = ck[b - 1] + lk;
-    }
-    if (cq[batch] == 0)
-        cq[batch] = 1;
-    if (ck[batch] == 0)
-        ck[batch] = 1;
+    draw_seqlens(batch, 300, cq, ck);
     const int64_t tq = cq[batch], tk = ck[batch];
     mxfa_attn_params p;
     mxfa_attn_params_default(&p);
