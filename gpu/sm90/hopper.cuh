@@ -1,96 +1,16 @@
-// What the Hopper kernels of the cuda module share (gpu/sm90/*.cu): the
-// PTX of mbarriers, tensor-memory-accelerator copies and wgmma descriptors
-// (device code for sm_90a only), and on the host the tensor maps, scratch
-// memory and operands laid out for the accelerator.
+// What the Hopper kernels of the cuda module share (gpu/sm90/*.cu) beyond
+// common/tma.cuh: the wgmma descriptors and register fences (device code
+// for sm_90a only).
 #ifndef MXFA_GPU_SM90_HOPPER_CUH
 #define MXFA_GPU_SM90_HOPPER_CUH
 
-#include <cstring>
-
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
-#include "module.cuh"
+#include "common/tma.cuh"
 
 namespace mxfa_gpu {
 namespace sm90 {
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
 #define MXFA_SM90_CODE 1
-
-// ---- PTX wrappers ----
-
-__device__ __forceinline__ uint32_t smem_addr(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-__device__ __forceinline__ void bar_init(uint64_t *b, uint32_t count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(b)), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void bar_expect(uint64_t *b, uint32_t bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(b)), "r"(bytes) : "memory");
-}
-
-__device__ __forceinline__ void bar_arrive(uint64_t *b)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(b)) : "memory");
-}
-
-__device__ __forceinline__ void bar_wait(uint64_t *b, uint32_t parity)
-{
-    asm volatile("{\n"
-                 ".reg .pred done;\n"
-                 "retry:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-                 "@!done bra retry;\n"
-                 "}\n" ::"r"(smem_addr(b)),
-                 "r"(parity)
-                 : "memory");
-}
-
-__device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int c0, int c1, uint64_t *bar)
-{
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-                 "[%4];" ::"r"(smem_addr(dst)),
-                 "l"(map), "r"(c0), "r"(c1), "r"(smem_addr(bar))
-                 : "memory");
-}
-
-// The tile of D that block `id` of the grid makes, as (tile row, tile
-// column): tiles go in groups of eight rows of tiles, down each column of a
-// group first, so that a wave of blocks reuses B's tiles from L2.
-__device__ __forceinline__ int2 grouped_tile(int id, int tiles_m, int tiles_n)
-{
-    const int group = 8, per_group = group * tiles_n;
-    const int first_m = (id / per_group) * group, rows_in_group = min(tiles_m - first_m, group);
-    return make_int2(first_m + (id % per_group) % rows_in_group, (id % per_group) / rows_in_group);
-}
-
-// The mbarriers of a ring of N stages: `full` completes on the producer's
-// one arrive (with the bytes it expects), `empty` on every consumer
-// thread's. One thread calls it; the block synchronizes after.
-template <int N>
-__device__ __forceinline__ void init_ring(uint64_t (&full)[N], uint64_t (&empty)[N], uint32_t consumer_threads)
-{
-    for (int s = 0; s < N; s++) {
-        bar_init(&full[s], 1);
-        bar_init(&empty[s], consumer_threads);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-
-// The first 1024-byte-aligned address of dynamic shared memory at raw
-// (128-byte swizzle needs it), reached by pointer arithmetic on raw so that
-// the compiler still knows the pointer is shared: loads through it are
-// shared-memory loads, not generic ones.
-template <typename T> __device__ __forceinline__ T &aligned_shared(uint8_t *raw)
-{
-    return *reinterpret_cast<T *>(raw + ((1024u - (smem_addr(raw) & 1023u)) & 1023u));
-}
 
 // The wgmma descriptor of a K-major operand in 128-byte swizzle: rows of 128
 // bytes, 8-row atoms 1024 bytes apart (stride byte offset), the leading
@@ -100,13 +20,6 @@ __device__ __forceinline__ uint64_t desc_sw128(const void *p)
 {
     return (uint64_t)((smem_addr(p) & 0x3FFFF) >> 4) | (uint64_t)1 << 16 | (uint64_t)(1024 >> 4) << 32 |
            (uint64_t)1 << 62;
-}
-
-// A named barrier for `count` threads (id 0 is __syncthreads'), e.g. one
-// warpgroup's: every thread of them waits until all have arrived.
-__device__ __forceinline__ void named_sync(uint32_t id, uint32_t count)
-{
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 
 // The same for rows of 64 bytes in 64-byte swizzle: 8-row atoms of 512
@@ -127,86 +40,6 @@ template <int N> __device__ __forceinline__ void fence_regs(float (&d)[N])
 }
 
 #endif // sm_90a
-
-// ---- host side ----
-
-inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder()
-{
-    static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-        void *p = nullptr;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) !=
-                cudaSuccess ||
-            q != cudaDriverEntryPointSuccess)
-            p = nullptr;
-        return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-    }();
-    return fn;
-}
-
-// A 2-D tensor map: inner dimension `cols` contiguous, rows `stride` bytes apart.
-inline cudaError_t tensor_map(CUtensorMap *map, CUtensorMapDataType type, const void *base, uint64_t cols, uint64_t rows,
-                       uint64_t stride, uint32_t box_cols, uint32_t box_rows, CUtensorMapSwizzle swizzle)
-{
-    PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-    if (!encode)
-        return cudaErrorNotSupported;
-    const cuuint64_t dims[2] = {cols, rows}, strides[1] = {stride};
-    const cuuint32_t box[2] = {box_cols, box_rows}, elem[2] = {1, 1};
-    CUresult r = encode(map, type, 2, const_cast<void *>(base), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                        swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
-}
-
-// Scratch memory of one launch, freed in stream order.
-struct scratch {
-    enum { MAX = 8 };
-    cudaStream_t stream;
-    void *p[MAX] = {};
-    int n = 0;
-    explicit scratch(cudaStream_t s) : stream(s) {}
-    ~scratch()
-    {
-        for (int i = 0; i < n; i++)
-            cudaFreeAsync(p[i], stream);
-    }
-    template <typename T> cudaError_t get(T **out, size_t bytes)
-    {
-        if (n == MAX)
-            return cudaErrorInvalidValue;
-        cudaError_t e = cudaMallocAsync(&p[n], bytes, stream);
-        if (e == cudaSuccess)
-            *out = static_cast<T *>(p[n++]);
-        return e;
-    }
-};
-
-inline int64_t round_up(int64_t x, int64_t m)
-{
-    return (x + m - 1) / m * m;
-}
-
-// An operand's bytes as the tensor-memory accelerator takes them: K
-// contiguous, rows 16-byte aligned; a view that is not gets a packed copy.
-inline cudaError_t tma_operand(const dview &x, scratch &mem, cudaStream_t stream, const uint8_t **base, int64_t *stride)
-{
-    if (x.cs == 1 && x.rs % 16 == 0 && reinterpret_cast<uintptr_t>(x.base) % 16 == 0) {
-        *base = x.base;
-        *stride = x.rs;
-        return cudaSuccess;
-    }
-    const int64_t packed_rs = round_up(x.cols, 16);
-    uint8_t *p;
-    cudaError_t e = mem.get(&p, (size_t)(x.rows * packed_rs));
-    if (e != cudaSuccess)
-        return e;
-    const dview dst = {p, x.rows, x.cols, packed_rs, 1, x.dtype};
-    if ((e = launch_copy(x, dst, stream)) != cudaSuccess)
-        return e;
-    *base = p;
-    *stride = packed_rs;
-    return cudaSuccess;
-}
 
 } // namespace sm90
 } // namespace mxfa_gpu
