@@ -309,15 +309,36 @@ mxfa_status need_hopper(mxfa_ctx *ctx, const char *op, const char *needs)
     return MXFA_OK;
 }
 
-// The block-scaled product runs on Hopper's wgmma, so the models it
-// computes bit for bit are the Hopper ones; the others are refused.
+// MXFA_OK on a Blackwell GPU of compute capability 10.0 (the sm100
+// kernels' tcgen05); else the reason, "op: <needs> a Blackwell GPU".
+mxfa_status need_blackwell(mxfa_ctx *ctx, const char *op, const char *needs)
+{
+    int major = 0, minor = 0;
+    const int dev = static_cast<cuda_state *>(ctx->state)->device;
+    cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (e != cudaSuccess)
+        return cuda_fail(ctx, e, op);
+    if (major != 10 || minor != 0)
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "%s: %s a Blackwell GPU of compute capability 10.0 (tcgen05); this "
+                    "device has %d.%d", op, needs, major, minor);
+    return MXFA_OK;
+}
+
+// Each model runs on the architecture whose instructions it describes:
+// sm90-fp8 and sm90-bf16 on Hopper's wgmma, sm100 on Blackwell's
+// block-scaled tcgen05.mma; ideal is refused.
 mxfa_status gemm(mxfa_ctx *ctx, mxfa_model model, const mxfa_view *a, const mxfa_view *sa, const mxfa_view *b,
                  const mxfa_view *sb, const mxfa_view *c, const mxfa_view *d)
 {
-    if (model != MXFA_MODEL_SM90_FP8 && model != MXFA_MODEL_SM90_BF16)
-        return fail(ctx, MXFA_ERR_UNSUPPORTED, "gemm: the cuda backend computes the sm90-fp8 and sm90-bf16 models "
-                    "only (use the cpu or ref backend for the others)");
-    CHECK(need_hopper(ctx, "gemm", "the sm90 products need"));
+    if (model == MXFA_MODEL_IDEAL)
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "gemm: the cuda backend computes the sm100, sm90-fp8 and sm90-bf16 "
+                    "models (use the cpu or ref backend for ideal)");
+    if (model == MXFA_MODEL_SM100)
+        CHECK(need_blackwell(ctx, "gemm", "the sm100 product needs"));
+    else
+        CHECK(need_hopper(ctx, "gemm", "the sm90 products need"));
     if (a->rows > INT32_MAX || b->rows > INT32_MAX || a->cols > INT32_MAX)
         return fail(ctx, MXFA_ERR_UNSUPPORTED, "gemm: the cuda backend takes M, N and K below 2^31 (the tensor-memory "
                     "accelerator's coordinates); got %lld x %lld x %lld", (long long)a->rows, (long long)b->rows,
@@ -333,7 +354,9 @@ mxfa_status gemm(mxfa_ctx *ctx, mxfa_model model, const mxfa_view *a, const mxfa
     }
     CHECK(k.begin());
     const dview cd = dview_of(in_place ? dv : cv);
-    auto launch = model == MXFA_MODEL_SM90_FP8 ? launch_gemm_sm90_fp8 : launch_gemm_sm90_bf16;
+    auto launch = model == MXFA_MODEL_SM100      ? launch_gemm_sm100
+                  : model == MXFA_MODEL_SM90_FP8 ? launch_gemm_sm90_fp8
+                                                 : launch_gemm_sm90_bf16;
     return k.finish(launch(dview_of(av), dview_of(sav), dview_of(bv), dview_of(sbv), c ? &cd : nullptr, dview_of(dv),
                            k.stream()));
 }
@@ -407,6 +430,19 @@ mxfa_status attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_n
     a.softmax_scale = p->softmax_scale;
     a.c = p->softmax_scale * a.log2e;
     return c.finish(launch_attn_bwd_sm90(a, c.stream()));
+}
+
+mxfa_status device_info(mxfa_ctx *ctx, int *arch, char *name, size_t name_len)
+{
+    cudaDeviceProp prop;
+    cudaError_t e = cudaGetDeviceProperties(&prop, static_cast<cuda_state *>(ctx->state)->device);
+    if (e != cudaSuccess)
+        return cuda_fail(ctx, e, "device_info");
+    if (arch)
+        *arch = 10 * prop.major + prop.minor;
+    if (name && name_len > 0)
+        snprintf(name, name_len, "%s", prop.name);
+    return MXFA_OK;
 }
 
 mxfa_status mma_chain(mxfa_ctx *ctx, mxfa_instr, const mxfa_view *, const mxfa_view *, const mxfa_view *,
@@ -492,6 +528,7 @@ mxfa_backend make_backend()
     b.device_free = device_free;
     b.copy_bytes = copy_bytes;
     b.synchronize = synchronize;
+    b.device_info = device_info;
     return b;
 }
 

@@ -49,6 +49,10 @@ cudaError_t launch_gemm_sm90_fp8(const dview &a, const dview &sa, const dview &b
 // operands widened (launch_widen), then launch_gemm_bf16_rows.
 cudaError_t launch_gemm_sm90_bf16(const dview &a, const dview &sa, const dview &b, const dview &sb, const dview *c,
                                   const dview &d, cudaStream_t stream);
+// The same under the sm100 model (gpu/sm100/gemm_mxf8.cu), on a Blackwell
+// GPU: the block-scaled tcgen05.mma itself.
+cudaError_t launch_gemm_sm100(const dview &a, const dview &sa, const dview &b, const dview &sb, const dview *c,
+                              const dview &d, cudaStream_t stream);
 // MX codes [rows, K] with their scales [rows, ceil(K / 32)] widened exactly
 // to bf16 (nearest even from code * 2^scale; NaN 0x7FC0), rows out_rs apart.
 cudaError_t launch_widen(const dview &codes, const dview &scales, uint16_t *out, int64_t out_rs, cudaStream_t stream);

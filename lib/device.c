@@ -1,5 +1,6 @@
 /* Device memory and streams through the context's backend (mxfa.h). */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -71,4 +72,18 @@ MXFA_API mxfa_status mxfa_synchronize(mxfa_ctx *ctx)
         return mxfa_fail(NULL, MXFA_ERR_NULL, "mxfa_synchronize: ctx is NULL");
     mxfa_clear_error(ctx);
     return ctx->backend->synchronize ? ctx->backend->synchronize(ctx) : MXFA_OK;
+}
+
+MXFA_API mxfa_status mxfa_device_info(mxfa_ctx *ctx, int *arch, char *name, size_t name_len)
+{
+    if (!ctx)
+        return mxfa_fail(NULL, MXFA_ERR_NULL, "mxfa_device_info: ctx is NULL");
+    mxfa_clear_error(ctx);
+    if (ctx->backend->device_info)
+        return ctx->backend->device_info(ctx, arch, name, name_len);
+    if (arch)
+        *arch = 0;
+    if (name && name_len > 0)
+        snprintf(name, name_len, "cpu");
+    return MXFA_OK;
 }

@@ -125,6 +125,9 @@ struct mxfa_backend {
     mxfa_status (*device_free)(mxfa_ctx *ctx, void *ptr);
     mxfa_status (*copy_bytes)(mxfa_ctx *ctx, void *dst, const void *src, size_t bytes);
     mxfa_status (*synchronize)(mxfa_ctx *ctx);
+    /* the device's compute capability (10 * major + minor) and name; NULL
+     * for backends that run on the CPU */
+    mxfa_status (*device_info)(mxfa_ctx *ctx, int *arch, char *name, size_t name_len);
 };
 
 extern const mxfa_backend mxfa_backend_ref;

@@ -110,6 +110,14 @@ MXFA_API mxfa_status mxfa_synchronize(mxfa_ctx *ctx);
 /* The name of the backend a context runs on ("ref", "cpu", "cuda"). */
 MXFA_API const char *mxfa_backend_name(const mxfa_ctx *ctx);
 
+/*
+ * The device a context computes on: *arch is the GPU's compute capability
+ * as 10 * major + minor (90 for Hopper, 100 for Blackwell) and name its name
+ * (at most name_len bytes, NUL-terminated); 0 and "cpu" for the ref and cpu
+ * backends. arch and name may each be NULL.
+ */
+MXFA_API mxfa_status mxfa_device_info(mxfa_ctx *ctx, int *arch, char *name, size_t name_len);
+
 /* The instruction set the cpu backend runs on this context ("avx512",
  * "avx2" or "scalar": the best the CPU has, or the one the environment
  * variable MXFA_CPU_ISA names), or NULL for another backend. Every

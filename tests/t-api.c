@@ -26,6 +26,15 @@ int main(void)
     unsetenv("MXFA_BACKEND");
     mxfa_ctx *ctx = NULL;
     ok(mxfa_open(&ctx, "ref") == MXFA_OK && strcmp(mxfa_backend_name(ctx), "ref") == 0, "open ref");
+    {
+        int arch = -1;
+        char name[8] = "x";
+        ok(ctx && mxfa_device_info(ctx, &arch, name, sizeof name) == MXFA_OK && arch == 0 && !strcmp(name, "cpu") &&
+               mxfa_device_info(ctx, NULL, NULL, 0) == MXFA_OK,
+           "device info of ref: no GPU (0, \"cpu\")");
+        ok(mxfa_device_info(NULL, &arch, name, sizeof name) == MXFA_ERR_NULL, "device info without a context: "
+           "MXFA_ERR_NULL");
+    }
     mxfa_close(ctx);
     ctx = NULL;
     ok(mxfa_open(&ctx, NULL) == MXFA_OK && ctx != NULL, "open with NULL means auto");

@@ -19,6 +19,7 @@
 #include "tap.h"
 
 static mxfa_ctx *ref, *gpu, *cpu;
+static int gpu_arch; /* 10 * major + minor */
 
 /* ---- buffers that live on the host, and on the device for device runs ---- */
 
@@ -910,6 +911,10 @@ int main(void)
     if (!ok(mxfa_open(&ref, "ref") == MXFA_OK && mxfa_open(&gpu, "cuda") == MXFA_OK && mxfa_open(&cpu, "cpu") == MXFA_OK,
             "open ref, cpu and cuda"))
         return done_testing();
+    char gpu_name[256] = "";
+    const mxfa_status info = mxfa_device_info(gpu, &gpu_arch, gpu_name, sizeof gpu_name);
+    ok(info == MXFA_OK && (gpu_arch == 90 || gpu_arch == 100) && gpu_name[0],
+       "the device: %s, compute capability %d.%d", gpu_name, gpu_arch / 10, gpu_arch % 10);
     run_cases("quantize and dequantize", quantize_case, 400);
     run_cases("jagged quantize, scatter and gather", jagged_case, 100);
     run_cases("transpose, expand, swizzle and unswizzle", layout_case, 100);
@@ -967,9 +972,15 @@ int main(void)
         mxfa_mx A = {mxfa_tensor_2d(a, MXFA_E4M3, 1, 64), mxfa_tensor_2d(sa, MXFA_E8M0, 1, 2), MXFA_BLOCK_ROW,
                      MXFA_LAYOUT_COMPACT};
         mxfa_tensor D = mxfa_tensor_2d(dd, MXFA_F32, 1, 1);
-        st = mxfa_gemm(gpu, &A, &A, NULL, MXFA_MODEL_SM100, &D);
+        st = mxfa_gemm(gpu, &A, &A, NULL, MXFA_MODEL_IDEAL, &D);
         ok(st == MXFA_ERR_UNSUPPORTED && dd[0] == 1.0f, "a model the backend does not compute is refused: %s",
            mxfa_last_error(gpu));
+        if (gpu_arch != 100) {
+            st = mxfa_gemm(gpu, &A, &A, NULL, MXFA_MODEL_SM100, &D);
+            ok(st == MXFA_ERR_UNSUPPORTED && dd[0] == 1.0f && strstr(mxfa_last_error(gpu), "Blackwell"),
+               "the sm100 product on a GPU of compute capability %d.%d is refused: %s", gpu_arch / 10, gpu_arch % 10,
+               mxfa_last_error(gpu));
+        }
         uint16_t h16[16] = {0};
         mxfa_tensor H = mxfa_tensor_2d(h16, MXFA_BF16, 1, 16);
         st = mxfa_mma_chain(gpu, MXFA_INSTR_SM90_WGMMA_BF16, &H, &H, NULL, &D);
