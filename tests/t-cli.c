@@ -497,6 +497,31 @@ int main(void)
     ok(run(i2, out, sizeof out) == 0 && strstr(out, mxfa_version()), "mxfa --version prints %s", mxfa_version());
     ok(run(i3, out, sizeof out) == 0 && strstr(out, "--preset"), "mxfa quantize --help describes the options");
 
+    /* selftest: its comparisons on the cpu backend; on cuda, the skip status
+     * 77 wherever there is no Blackwell GPU (every machine of the suite) */
+    const char *st1[] = {"selftest", "--backend", "cpu", "--cases", "6", NULL};
+    const char *st2[] = {"selftest", NULL};
+    const char *st3[] = {"selftest", "--cases", "0", NULL};
+    const char *st4[] = {"selftest", "--backend", "ref", NULL};
+    ok(run(st1, out, sizeof out) == 0 && strstr(out, "6 of 6 cases bit for bit") && strstr(out, "all 1 kernels agree"),
+       "mxfa selftest --backend cpu: the sm100 comparisons run and agree");
+    int st = run(st2, out, sizeof out);
+    char why[256];
+    int blackwell = 0;
+    mxfa_ctx *gctx;
+    if (mxfa_backend_usable("cuda", why, sizeof why) && mxfa_open(&gctx, "cuda") == MXFA_OK) {
+        int arch = 0;
+        blackwell = mxfa_device_info(gctx, &arch, NULL, 0) == MXFA_OK && arch == 100;
+        mxfa_close(gctx);
+    }
+    if (blackwell)
+        ok(st == 0, "mxfa selftest on a Blackwell GPU: every kernel agrees (exit %d):\n%s", st, out);
+    else
+        ok(st == 77 && strstr(out, "nothing to check here"), "mxfa selftest without a Blackwell GPU says so and exits 77 "
+           "(got %d)", st);
+    ok(run(st3, out, sizeof out) == 2 && strstr(errtext, "--cases"), "mxfa selftest --cases 0: exit 2 and a message");
+    ok(run(st4, out, sizeof out) == 2 && strstr(errtext, "--backend"), "mxfa selftest --backend ref: exit 2 and a message");
+
     /* clean up the directory */
     DIR *d = opendir(dir);
     struct dirent *e;

@@ -44,6 +44,7 @@ int cmd_gemm(int argc, char **argv);
 int cmd_attn(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_study(int argc, char **argv);
+int cmd_selftest(int argc, char **argv);
 
 /* mxfa bench on a backend with device memory (tools/bench_device.c). */
 int bench_device(const char *cmd, mxfa_ctx *ctx, int reps);

@@ -17,6 +17,7 @@ static const struct {
     {"gemm", cmd_gemm, "D = A * B^T + C for MXFP8 A and B under a tensor-core model"},
     {"bench", cmd_bench, "throughput of quantization, products and attention on a backend"},
     {"study", cmd_study, "MXFP8 attention error against float64 across models, data and options"},
+    {"selftest", cmd_selftest, "the Blackwell (sm_100a) kernels against the emulator, bit for bit"},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

@@ -1,0 +1,292 @@
+/*
+ * mxfa selftest: the Blackwell (sm_100a) kernels of the cuda backend
+ * against the emulator's sm100 model, bit for bit, for whoever has the
+ * hardware. Every case is drawn at random (seeded), run on the backend
+ * under test and on ref (or, for the large ones, on the cpu backend, which
+ * the test suite holds to ref bit for bit), and every output byte compared.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define EXIT_SKIP 77
+
+static const char selftest_help[] =
+    "usage: mxfa selftest [--backend cuda|cpu] [--cases N] [--seed N]\n"
+    "\n"
+    "Runs every sm_100a (Blackwell) kernel of the cuda backend on random inputs,\n"
+    "special values included, and compares every output bit with the emulator's\n"
+    "sm100 model (the ref backend). Prints a line a kernel and a summary.\n"
+    "Exit status: 0 all agree, 1 a difference or an error, 77 nothing to check\n"
+    "here (no cuda backend, or its GPU is not of compute capability 10.0).\n"
+    "  --backend  the backend under test (default cuda); cpu runs the same\n"
+    "             comparisons on the cpu backend, a check of the comparisons\n"
+    "             that needs no GPU\n"
+    "  --cases    random cases a kernel (default 60)\n"
+    "  --seed     the first random state (default 1)\n";
+
+enum { OPT_BACKEND = 256, OPT_CASES, OPT_SEED };
+
+static const struct option options[] = {
+    {"backend", required_argument, NULL, OPT_BACKEND},
+    {"cases", required_argument, NULL, OPT_CASES},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* ---- random draws (splitmix64) ---- */
+
+static uint64_t rng;
+
+static uint32_t below(uint32_t n)
+{
+    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (uint32_t)((z >> 32) * n >> 32);
+}
+
+/* An element code of dt: zeros in runs now and then, NaN (and for E5M2
+ * Inf) only when not calm and then rarely. */
+static uint8_t fp8_code(mxfa_dtype dt, int calm)
+{
+    uint8_t v = (uint8_t)below(256);
+    if (below(8) == 0)
+        return below(2) ? 0x80 : 0; /* zeros of both signs */
+    const int special = dt == MXFA_E4M3 ? (v & 0x7F) == 0x7F : (v & 0x7F) >= 0x7C;
+    if (special && (calm || below(64) != 0))
+        v &= 0xBF;
+    return v;
+}
+
+/* A scale byte: near 2^0, anywhere in E8M0 (products leave fp32's range,
+ * subnormal results), or with a NaN scale now and then. */
+static uint8_t scale_code(int mode)
+{
+    if (mode == 1)
+        return (uint8_t)below(255);
+    if (mode == 2 && below(100) == 0)
+        return 0xFF;
+    return (uint8_t)(117 + below(21));
+}
+
+/* fp32 bits for C: ordinary values, signed zeros, subnormals, extremes, and
+ * (when not calm) Inf and NaN. */
+static uint32_t c_bits(int calm)
+{
+    static const uint32_t special[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x807FFFFFu,
+                                       0x7F7FFFFFu, 0xFF7FFFFFu, 0x7F800000u, 0x7FC00000u};
+    if (below(10) == 0) {
+        uint32_t v = special[below(8)];
+        return calm && (v & 0x7F800000u) == 0x7F800000u ? 0x3F800000u : v;
+    }
+    const uint32_t e = 100 + below(56);
+    return (uint32_t)below(2) << 31 | e << 23 | (below(1u << 23));
+}
+
+/* ---- cases ---- */
+
+/* One comparison: what it was (for the report) and whether it agreed. */
+typedef struct {
+    char what[512];
+    int agreed; /* 1 agree, 0 differ, -1 the backend under test refused */
+    char why[256];
+} outcome;
+
+static int64_t dim(int64_t hi)
+{
+    return below(3) == 0 ? 1 + below(40) : 1 + below((uint32_t)hi);
+}
+
+/* The first element where two fp32 results differ, into o->what. */
+static int compare_f32(const float *want, const float *got, int64_t n, outcome *o)
+{
+    if (memcmp(want, got, (size_t)n * 4) == 0)
+        return 1;
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(want + i, got + i, 4)) {
+            uint32_t x, y;
+            memcpy(&x, want + i, 4), memcpy(&y, got + i, 4);
+            size_t l = strlen(o->what);
+            snprintf(o->what + l, sizeof o->what - l, "; first difference at element %lld: emulator %08x, kernel %08x",
+                     (long long)i, (unsigned)x, (unsigned)y);
+            break;
+        }
+    return 0;
+}
+
+/* D = A * B^T + C under sm100: shapes with ragged edges, both element
+ * formats on each side, scales near 1, anywhere or with NaN, C absent,
+ * separate or D itself. big: sizes that run many tiles and stages, checked
+ * against the cpu backend. */
+static void gemm_case(mxfa_ctx *test, mxfa_ctx *oracle, int big, outcome *o)
+{
+    const int64_t M = big ? 700 + below(200) : dim(300), N = big ? 600 + below(400) : dim(300);
+    const int64_t K = big ? 2000 + below(200)
+                    : below(3) == 0 ? 1 + below(70)
+                    : below(2)      ? 32 * (1 + below(24))
+                                    : 1 + below(800);
+    const int64_t nkb = (K + 31) / 32;
+    const mxfa_dtype fa = below(2) ? MXFA_E5M2 : MXFA_E4M3, fb = below(2) ? MXFA_E5M2 : MXFA_E4M3;
+    const int calm = big || below(4) != 0, mode = big ? 0 : (int)below(3), cmode = (int)below(3);
+    snprintf(o->what, sizeof o->what, "M %lld N %lld K %lld, %s x %s, scales %s, C %s", (long long)M, (long long)N,
+             (long long)K, mxfa_dtype_name(fa), mxfa_dtype_name(fb),
+             mode == 0 ? "near 1" : mode == 1 ? "anywhere" : "with NaN",
+             cmode == 0 ? "none" : cmode == 1 ? "separate" : "is D");
+    uint8_t *a = malloc((size_t)(M * K)), *b = malloc((size_t)(N * K));
+    uint8_t *sa = malloc((size_t)(M * nkb)), *sb = malloc((size_t)(N * nkb));
+    float *c = malloc((size_t)(M * N) * 4), *d[2] = {malloc((size_t)(M * N) * 4), malloc((size_t)(M * N) * 4)};
+    o->agreed = 0;
+    if (!a || !b || !sa || !sb || !c || !d[0] || !d[1]) {
+        snprintf(o->why, sizeof o->why, "out of host memory");
+        goto done;
+    }
+    for (int64_t i = 0; i < M * K; i++)
+        a[i] = fp8_code(fa, calm);
+    for (int64_t i = 0; i < N * K; i++)
+        b[i] = fp8_code(fb, calm);
+    for (int64_t i = 0; i < M * nkb; i++)
+        sa[i] = scale_code(mode);
+    for (int64_t i = 0; i < N * nkb; i++)
+        sb[i] = scale_code(mode);
+    for (int64_t i = 0; i < M * N; i++) {
+        const uint32_t v = c_bits(calm);
+        memcpy(c + i, &v, 4);
+    }
+    mxfa_ctx *ctx[2] = {oracle, test};
+    for (int i = 0; i < 2; i++) {
+        memcpy(d[i], c, (size_t)(M * N) * 4);
+        mxfa_mx A = {mxfa_tensor_2d(a, fa, M, K), mxfa_tensor_2d(sa, MXFA_E8M0, M, nkb), MXFA_BLOCK_ROW,
+                     MXFA_LAYOUT_COMPACT};
+        mxfa_mx B = {mxfa_tensor_2d(b, fb, N, K), mxfa_tensor_2d(sb, MXFA_E8M0, N, nkb), MXFA_BLOCK_ROW,
+                     MXFA_LAYOUT_COMPACT};
+        mxfa_tensor D = mxfa_tensor_2d(d[i], MXFA_F32, M, N), C = mxfa_tensor_2d(c, MXFA_F32, M, N);
+        mxfa_status st = mxfa_gemm(ctx[i], &A, &B, cmode == 0 ? NULL : cmode == 1 ? &C : &D, MXFA_MODEL_SM100, &D);
+        if (st == MXFA_OK && i == 1)
+            st = mxfa_synchronize(test);
+        if (st != MXFA_OK) {
+            o->agreed = i == 1 && st == MXFA_ERR_UNSUPPORTED ? -1 : 0;
+            snprintf(o->why, sizeof o->why, "%s: %s", i ? "under test" : "emulator", mxfa_last_error(ctx[i]));
+            goto done;
+        }
+    }
+    o->agreed = compare_f32(d[0], d[1], M * N, o);
+done:
+    free(a), free(b), free(sa), free(sb), free(c), free(d[0]), free(d[1]);
+}
+
+/* A kernel's cases: n small ones against ref and a few large ones against
+ * the cpu backend. Returns 1 agreed, 0 differed or failed, -1 refused. */
+static int run_kernel(const char *name, void (*run)(mxfa_ctx *, mxfa_ctx *, int, outcome *), mxfa_ctx *test,
+                      mxfa_ctx *ref, mxfa_ctx *cpu, int n, int n_big)
+{
+    int agreed = 0, shown = 0, total = n + n_big;
+    printf("  %s: ", name);
+    fflush(stdout);
+    for (int i = 0; i < total; i++) {
+        outcome o;
+        memset(&o, 0, sizeof o);
+        const int big = i >= n;
+        run(test, big ? cpu : ref, big, &o);
+        if (o.agreed < 0) {
+            printf("not done by this backend (%s)\n", o.why);
+            return -1;
+        }
+        agreed += o.agreed == 1;
+        if (o.agreed != 1 && shown++ < 3)
+            printf("\n    case %d differs: %s%s%s", i, o.what, o.why[0] ? "; " : "", o.why);
+    }
+    printf("%s%d of %d cases bit for bit (%d against ref, %d large ones against the cpu backend)\n", shown ? "\n    " : "",
+           agreed, total, n, n_big);
+    return agreed == total;
+}
+
+int cmd_selftest(int argc, char **argv)
+{
+    const char *cmd = "selftest", *backend = "cuda";
+    long cases = 60;
+    unsigned long long seed = 1;
+    int ch;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+        char *end = NULL;
+        switch (ch) {
+        case OPT_BACKEND: backend = optarg; break;
+        case OPT_CASES:
+            cases = strtol(optarg, &end, 10);
+            if (!*optarg || *end || cases < 1 || cases > 100000)
+                return cli_usage(cmd, "--cases: expected a count in [1, 100000], got '%s'", optarg);
+            break;
+        case OPT_SEED:
+            seed = strtoull(optarg, &end, 10);
+            if (!*optarg || *end)
+                return cli_usage(cmd, "--seed: expected a non-negative integer, got '%s'", optarg);
+            break;
+        case 'h': fputs(selftest_help, stdout); return 0;
+        default: return cli_usage(cmd, "unknown option or missing value: '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
+    if (strcmp(backend, "cuda") && strcmp(backend, "cpu"))
+        return cli_usage(cmd, "--backend: expected cuda or cpu, got '%s'", backend);
+
+    char why[512];
+    if (!mxfa_backend_usable(backend, why, sizeof why)) {
+        printf("mxfa selftest: nothing to check here: the %s backend is not usable (%s)\n", backend, why);
+        return EXIT_SKIP;
+    }
+    mxfa_ctx *test = NULL, *ref = NULL, *cpu = NULL;
+    int rc = cli_open(cmd, backend, &test);
+    if (rc)
+        return rc;
+    int arch = 0;
+    char name[256] = "";
+    if (mxfa_device_info(test, &arch, name, sizeof name) != MXFA_OK) {
+        rc = cli_error(cmd, "%s", mxfa_last_error(test));
+        goto done;
+    }
+    if (!strcmp(backend, "cuda") && arch != 100) {
+        printf("mxfa selftest: nothing to check here: the GPU is %s (compute capability %d.%d); the sm_100a kernels "
+               "need compute capability 10.0 (Blackwell)\n", name, arch / 10, arch % 10);
+        rc = EXIT_SKIP;
+        goto done;
+    }
+    if ((rc = cli_open(cmd, "ref", &ref)) || (rc = cli_open(cmd, "cpu", &cpu)))
+        goto done;
+    rng = seed;
+    printf("mxfa selftest %s: the %s backend on %s against the emulator's sm100 model, seed %llu\n", mxfa_version(),
+           backend, name, seed);
+    int checked = 0, failed = 0;
+    static const struct {
+        const char *name;
+        void (*run)(mxfa_ctx *, mxfa_ctx *, int, outcome *);
+        int big;
+    } kernels[] = {
+        {"gemm (tcgen05.mma kind::mxf8f6f4.block_scale)", gemm_case, 2},
+    };
+    for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+        // the large cases' oracle is the cpu backend: none when it is the one under test
+        const int big = strcmp(backend, "cpu") ? kernels[k].big : 0;
+        const int r = run_kernel(kernels[k].name, kernels[k].run, test, ref, cpu, (int)cases, big);
+        checked += r >= 0;
+        failed += r == 0;
+    }
+    if (failed)
+        printf("mxfa selftest: %d of %d kernels DIFFER from the emulator (report the lines above with this "
+               "GPU's name and driver version)\n", failed, checked);
+    else
+        printf("mxfa selftest: all %d kernels agree with the emulator bit for bit\n", checked);
+    rc = failed || !checked ? EXIT_FAILURE : 0;
+done:
+    mxfa_close(cpu);
+    mxfa_close(ref);
+    mxfa_close(test);
+    return rc;
+}
