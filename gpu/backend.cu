@@ -373,16 +373,25 @@ mxfa_status attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_n
                      const mxfa_view_nd *v, const int32_t *cu_q, const int32_t *cu_k, int batch, const mxfa_view_nd *o,
                      const mxfa_view_nd *lse)
 {
-    if (p->model != MXFA_MODEL_SM90_FP8)
-        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend computes the sm90-fp8 model only (use the "
-                    "cpu or ref backend for the others)");
+    if (p->model != MXFA_MODEL_SM90_FP8 && p->model != MXFA_MODEL_SM100)
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend computes the sm90-fp8 and sm100 models "
+                    "only (use the cpu or ref backend for the others)");
+    const bool blackwell = p->model == MXFA_MODEL_SM100;
+    if (blackwell && (q->shape[2] != 128 || p->causal != MXFA_CAUSAL_NONE || p->p_scale != MXFA_P_CONST))
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend's sm100 kernel takes D = 128 without a "
+                    "mask and with const P so far (got D %lld, causal %s, P %s; use the cpu or ref backend)",
+                    (long long)q->shape[2], p->causal == MXFA_CAUSAL_NONE ? "none" : "on",
+                    mxfa_p_scale_name(p->p_scale));
     if (q->shape[2] != 64 && q->shape[2] != 128 && q->shape[2] != 256)
         return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend's kernel takes D = 64, 128 and 256 "
                     "(got %lld)", (long long)q->shape[2]);
     if (p->block_m != 128 || p->block_n != 128)
         return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend's kernel has the geometry 128 x 128 "
                     "(got block_m %d, block_n %d)", p->block_m, p->block_n);
-    CHECK(need_hopper(ctx, "attention", "the sm90 kernel needs"));
+    if (blackwell)
+        CHECK(need_blackwell(ctx, "attention", "the sm100 kernel needs"));
+    else
+        CHECK(need_hopper(ctx, "attention", "the sm90 kernel needs"));
     mxfa_view_nd qv = *q, kv = *k, vv = *v, ov = *o, lv = lse ? *lse : *o;
     call c(ctx, "attention");
     c.add(&qv, false), c.add(&kv, false), c.add(&vv, false), c.add(&ov, true);
@@ -397,7 +406,7 @@ mxfa_status attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_n
     a.causal = p->causal != MXFA_CAUSAL_NONE, a.leak_free = p->causal == MXFA_CAUSAL;
     a.p_dynamic = p->p_scale == MXFA_P_DYNAMIC;
     a.softmax_scale = p->softmax_scale;
-    return c.finish(launch_attn_fwd_sm90(a, c.stream()));
+    return c.finish(blackwell ? launch_attn_fwd_sm100(a, c.stream()) : launch_attn_fwd_sm90(a, c.stream()));
 }
 
 // Attention backward runs on Hopper under the sm90 models, composed of

@@ -503,8 +503,10 @@ int main(void)
     const char *st2[] = {"selftest", NULL};
     const char *st3[] = {"selftest", "--cases", "0", NULL};
     const char *st4[] = {"selftest", "--backend", "ref", NULL};
-    ok(run(st1, out, sizeof out) == 0 && strstr(out, "6 of 6 cases bit for bit") && strstr(out, "all 1 kernels agree"),
-       "mxfa selftest --backend cpu: the sm100 comparisons run and agree");
+    if (!ok(run(st1, out, sizeof out) == 0 && strstr(out, "gemm (") && strstr(out, "attention forward (") &&
+                !strstr(out, "differs") && strstr(out, "kernels agree with the emulator bit for bit"),
+            "mxfa selftest --backend cpu: the sm100 comparisons run and agree"))
+        diag("%s", out);
     int st = run(st2, out, sizeof out);
     char why[256];
     int blackwell = 0;
@@ -515,7 +517,8 @@ int main(void)
         mxfa_close(gctx);
     }
     if (blackwell)
-        ok(st == 0, "mxfa selftest on a Blackwell GPU: every kernel agrees (exit %d):\n%s", st, out);
+        if (!ok(st == 0, "mxfa selftest on a Blackwell GPU: every kernel agrees (exit %d)", st))
+            diag("%s", out);
     else
         ok(st == 77 && strstr(out, "nothing to check here"), "mxfa selftest without a Blackwell GPU says so and exits 77 "
            "(got %d)", st);

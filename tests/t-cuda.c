@@ -990,12 +990,17 @@ int main(void)
         buf x3 = buf_new(256 * 4, 0), o3 = buf_new(256 * 4, 0xA5), o3_before = buf_new(256 * 4, 0xA5);
         mxfa_attn_params ap;
         mxfa_attn_params_default(&ap);
-        ap.model = MXFA_MODEL_SM100;
+        ap.model = MXFA_MODEL_IDEAL;
         const int32_t cu1[2] = {0, 1};
         mxfa_tensor xq = t3(&x3, 0, MXFA_F32, 1, 1, 256), xo = t3(&o3, 0, MXFA_F32, 1, 1, 256);
         st = mxfa_attn_fwd(gpu, &ap, &xq, &xq, &xq, cu1, cu1, 1, &xo, NULL);
         ok(st == MXFA_ERR_UNSUPPORTED && same(&o3, &o3_before) && strstr(mxfa_last_error(gpu), "sm90-fp8"),
-           "attention under sm100 is refused and O untouched: %s", mxfa_last_error(gpu));
+           "attention under ideal is refused and O untouched: %s", mxfa_last_error(gpu));
+        /* the sm100 kernel takes D = 128 without a mask and const P so far */
+        ap.model = MXFA_MODEL_SM100;
+        st = mxfa_attn_fwd(gpu, &ap, &xq, &xq, &xq, cu1, cu1, 1, &xo, NULL);
+        ok(st == MXFA_ERR_UNSUPPORTED && same(&o3, &o3_before) && strstr(mxfa_last_error(gpu), "D = 128"),
+           "attention under sm100 at D = 256 is refused and O untouched: %s", mxfa_last_error(gpu));
         /* the backward pass under a model it does not compute: refused, dQ untouched */
         float lse1[1] = {0.0f};
         mxfa_tensor xl = mxfa_tensor_2d(lse1, MXFA_F32, 1, 1);

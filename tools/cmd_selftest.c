@@ -6,6 +6,7 @@
  * the test suite holds to ref bit for bit), and every output byte compared.
  */
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,6 +181,106 @@ done:
     free(a), free(b), free(sa), free(sb), free(c), free(d[0]), free(d[1]);
 }
 
+static mxfa_tensor tensor3(void *p, mxfa_dtype dt, int64_t n0, int64_t n1, int64_t n2)
+{
+    mxfa_tensor t = {p, dt, MXFA_MEM_HOST, 3, {n0, n1, n2}, {n1 * n2, n2, 1}};
+    return t;
+}
+
+/* n Gaussian values as f32 or bf16 (nearest even), times 2^mag, with NaN or
+ * Inf now and then when wild. */
+static void fill_values(void *p, mxfa_dtype dt, int64_t n, int mag, int wild)
+{
+    const float scale = ldexpf(1.0f, mag);
+    for (int64_t i = 0; i < n; i++) {
+        double u1 = (below(1u << 24) + 1.0) / 16777217.0, u2 = below(1u << 24) / 16777216.0;
+        float v = (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2)) * scale;
+        uint32_t b;
+        memcpy(&b, &v, 4);
+        if (wild && below(500) == 0)
+            b = below(2) ? 0x7FC00000u : (uint32_t)below(2) << 31 | 0x7F800000u;
+        if (dt == MXFA_BF16) {
+            uint16_t h = (b & 0x7FFFFFFFu) > 0x7F800000u ? 0x7FC0 : (uint16_t)((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
+            memcpy((uint16_t *)p + i, &h, 2);
+        } else {
+            memcpy((float *)p + i, &b, 4);
+        }
+    }
+}
+
+/* Attention forward under sm100 with what the kernel takes (D = 128, no
+ * mask, const P): jagged batches with empty sequences, GQA, every preset,
+ * f32 or bf16 in and out, small and large magnitudes, NaN and Inf. big:
+ * long sequences, against the cpu backend. */
+static void attn_case(mxfa_ctx *test, mxfa_ctx *oracle, int big, outcome *o)
+{
+    const int64_t d = 128;
+    const int batch = 1 + (int)below(3), hkv = 1 + (int)below(2), hq = hkv * (1 + (int)below(2));
+    int32_t cq[4] = {0}, ck[4] = {0};
+    for (int b = 0; b < batch; b++) {
+        const uint32_t most = big ? 1500 : 300;
+        const int32_t lq = below(8) == 0 ? 0 : 1 + (int32_t)below(most), lk = below(8) == 0 ? 0 : 1 + (int32_t)below(most);
+        cq[b + 1] = cq[b] + lq, ck[b + 1] = ck[b] + lk;
+    }
+    if (cq[batch] == 0) /* the API takes no empty tensor: one query at least */
+        cq[batch] = 1;
+    if (ck[batch] == 0)
+        ck[batch] = 1;
+    const int64_t tq = cq[batch], tk = ck[batch];
+    const mxfa_dtype din = below(2) ? MXFA_BF16 : MXFA_F32, dout = below(2) ? MXFA_BF16 : MXFA_F32;
+    const int es = din == MXFA_BF16 ? 2 : 4, eo = dout == MXFA_BF16 ? 2 : 4;
+    const int mag = below(6) == 0 ? -60 + (int)below(120) : 0, wild = !big && below(5) == 0;
+    mxfa_attn_params p;
+    mxfa_attn_params_default(&p);
+    p.model = MXFA_MODEL_SM100;
+    p.preset = (mxfa_preset)below(4);
+    snprintf(o->what, sizeof o->what, "batch %d, lengths q %lld k %lld, heads %d/%d, %s in, %s out, preset %s, "
+             "magnitude 2^%d%s", batch, (long long)tq, (long long)tk, hq, hkv, mxfa_dtype_name(din),
+             mxfa_dtype_name(dout), mxfa_preset_name(p.preset), mag, wild ? ", NaN and Inf" : "");
+    void *q = malloc((size_t)(tq * hq * d * es)), *k = malloc((size_t)(tk * hkv * d * es));
+    void *v = malloc((size_t)(tk * hkv * d * es));
+    void *out[2] = {malloc((size_t)(tq * hq * d * eo)), malloc((size_t)(tq * hq * d * eo))};
+    float *lse[2] = {malloc((size_t)(tq * hq * 4)), malloc((size_t)(tq * hq * 4))};
+    o->agreed = 0;
+    if (!q || !k || !v || !out[0] || !out[1] || !lse[0] || !lse[1]) {
+        snprintf(o->why, sizeof o->why, "out of host memory");
+        goto done;
+    }
+    fill_values(q, din, tq * hq * d, mag, 0);
+    fill_values(k, din, tk * hkv * d, mag, wild);
+    fill_values(v, din, tk * hkv * d, mag, wild);
+    mxfa_ctx *ctx[2] = {oracle, test};
+    for (int i = 0; i < 2; i++) {
+        memset(out[i], 0xA5, (size_t)(tq * hq * d * eo));
+        memset(lse[i], 0xA5, (size_t)(tq * hq * 4));
+        mxfa_tensor Q = tensor3(q, din, tq, hq, d), K = tensor3(k, din, tk, hkv, d), V = tensor3(v, din, tk, hkv, d),
+                    O = tensor3(out[i], dout, tq, hq, d);
+        mxfa_tensor L = mxfa_tensor_2d(lse[i], MXFA_F32, tq, hq);
+        mxfa_status st = mxfa_attn_fwd(ctx[i], &p, &Q, &K, &V, cq, ck, batch, &O, &L);
+        if (st == MXFA_OK && i == 1)
+            st = mxfa_synchronize(test);
+        if (st != MXFA_OK) {
+            o->agreed = i == 1 && st == MXFA_ERR_UNSUPPORTED ? -1 : 0;
+            snprintf(o->why, sizeof o->why, "%s: %s", i ? "under test" : "emulator", mxfa_last_error(ctx[i]));
+            goto done;
+        }
+    }
+    o->agreed = memcmp(out[0], out[1], (size_t)(tq * hq * d * eo)) == 0 && compare_f32(lse[0], lse[1], tq * hq, o);
+    if (!o->agreed && memcmp(out[0], out[1], (size_t)(tq * hq * d * eo)))
+        for (int64_t i = 0; i < tq * hq * d; i++)
+            if (memcmp((uint8_t *)out[0] + i * eo, (uint8_t *)out[1] + i * eo, (size_t)eo)) {
+                uint32_t x = 0, y = 0;
+                memcpy(&x, (uint8_t *)out[0] + i * eo, (size_t)eo), memcpy(&y, (uint8_t *)out[1] + i * eo, (size_t)eo);
+                size_t l = strlen(o->what);
+                snprintf(o->what + l, sizeof o->what - l, "; O differs first at token %lld, head %lld, column %lld: "
+                         "emulator %08x, kernel %08x", (long long)(i / (hq * d)), (long long)(i / d % hq),
+                         (long long)(i % d), (unsigned)x, (unsigned)y);
+                break;
+            }
+done:
+    free(q), free(k), free(v), free(out[0]), free(out[1]), free(lse[0]), free(lse[1]);
+}
+
 /* A kernel's cases: n small ones against ref and a few large ones against
  * the cpu backend. Returns 1 agreed, 0 differed or failed, -1 refused. */
 static int run_kernel(const char *name, void (*run)(mxfa_ctx *, mxfa_ctx *, int, outcome *), mxfa_ctx *test,
@@ -270,6 +371,7 @@ int cmd_selftest(int argc, char **argv)
         int big;
     } kernels[] = {
         {"gemm (tcgen05.mma kind::mxf8f6f4.block_scale)", gemm_case, 2},
+        {"attention forward (D = 128, no mask, const P)", attn_case, 2},
     };
     for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
         // the large cases' oracle is the cpu backend: none when it is the one under test

@@ -34,8 +34,10 @@ constexpr int THREADS = 128;
 constexpr int SF_ATOM = 512; // scales of 128 rows x 4 blocks
 // Tensor memory: D in columns [0, BN), then each stage's scale words: A's
 // four columns, B's eight.
+#ifdef MXFA_SM100_CODE
 constexpr uint32_t TMEM_COLS = 512, SFA_COL = BN, SFB_COL = BN + 4 * STAGES;
 static_assert(SFB_COL + 8 * STAGES <= TMEM_COLS, "tensor memory layout");
+#endif
 
 struct __align__(1024) stage
 {
@@ -44,7 +46,9 @@ struct __align__(1024) stage
     uint8_t sfa[SF_ATOM];
     uint8_t sfb[BN / 128][SF_ATOM];
 };
+#ifdef MXFA_SM100_CODE
 constexpr uint32_t STAGE_BYTES = BM * BK + BN * BK + SF_ATOM * (1 + BN / 128); // what one stage's copies bring
+#endif
 
 struct shared {
     stage st[STAGES];

@@ -1,0 +1,519 @@
+// MXFP8 attention forward under the sm100 model on a Blackwell GPU, bit for
+// bit the algorithm of cpu/ref/attn_fwd.c (SPEC section 6), with its
+// geometry of 128-row query tiles and 128-key tiles. This first kernel
+// takes D = 128, no mask and const P; the backend refuses the rest.
+//
+// Before the kernel, Q and K are quantized along D (row blocks) and V along
+// the keys (col blocks restarting at every sequence) by the backend's
+// quantization kernels. They are then packed so that every sequence starts
+// on a 128-row boundary of its head's rows, with zeros between:
+// - Q and K codes become [heads][rows][D];
+// - V is transposed to [heads][D][keys];
+// - every 128 x 128 tile's scales become one 512-byte atom of the swizzled
+//   layout, which is what tcgen05.cp copies into tensor memory.
+//
+// The kernel runs one CTA per (query tile, query head), with six warps:
+// - Warp 4 streams the tiles through the tensor-memory accelerator: Q once,
+//   then K and V^T a key tile at a time through two stages each.
+// - Warp 5 allocates tensor memory and issues the MMAs. For each key tile:
+//   - S = Q K^T, four block-scaled instructions along D, from zero;
+//   - after the softmax has made P, O += P V^T, four instructions along
+//     the keys.
+//
+//   Both products accumulate in tensor memory, one instruction per 32-block,
+//   which is the model's chain. P's scale (the const byte 0x77, 2^-8) is
+//   written into tensor memory once.
+// - Warps 0-3 own one query row per thread (the lane of tensor memory that
+//   holds it). For each tile a thread:
+//   - reads its row of S;
+//   - makes the running maximum in key order, as the reference does;
+//   - rescales its row of O once the last P V has finished;
+//   - makes P with the library's exp2 and adds it into l in key order;
+//   - writes P's E4M3 codes into shared memory as the A operand.
+//
+//   At the end they divide O by l and write O and LSE.
+//
+// Rows that have seen no key yet keep O = +0 in the reference, which skips
+// their P V steps. Here those steps run with P = 0, and that is an exact
+// no-op unless V holds a NaN. So a row whose maximum first becomes finite
+// sets O to +0 instead of scaling it by exp2(-Inf) = 0, and a row that never
+// sees a key writes O = 0. That gives the reference's bits either way.
+//
+// Not yet run on Blackwell hardware; `mxfa selftest` checks it there.
+#include <cuda_fp8.h>
+
+#include "blackwell.cuh"
+#include "exp2.cuh"
+#include "mx.cuh"
+
+namespace mxfa_gpu {
+namespace {
+
+using namespace sm100;
+
+constexpr int D = 128, BM = 128, BN = 128, KB = D / 32, STAGES = 2;
+constexpr int SOFTMAX_THREADS = 128, THREADS = SOFTMAX_THREADS + 64; // warps 0-3, the producer, the MMA warp
+constexpr int SF_ATOM = 512;
+#ifdef MXFA_SM100_CODE
+constexpr int NKB = BN / 32;
+// Tensor memory: S in columns [0, 128), O in [128, 256), then the scale
+// words of Q, K (a set a stage), P and V (a set a stage), four columns each.
+constexpr uint32_t TMEM_COLS = 512, S_COL = 0, O_COL = BN, SFQ_COL = BN + D, SFK_COL = SFQ_COL + 4,
+                   SFP_COL = SFK_COL + 4 * STAGES, SFV_COL = SFP_COL + 4;
+static_assert(SFV_COL + 4 * STAGES <= TMEM_COLS, "tensor memory layout");
+constexpr uint32_t P_SCALE_WORD = 0x77777777u; // const P: every block's scale 2^-8
+#endif
+
+// One sequence of the batch: where its tokens are in the caller's tensors,
+// where its rows start in the packed ones, and its first query tile.
+struct seq_info {
+    int64_t q0, k0;       // first token in q and in k, v
+    int64_t lq, lk;       // lengths
+    int64_t q_off, k_off; // first packed row (multiples of 128)
+    int64_t v_block;      // first row of its V scales (col blocks of 32 keys)
+    int first_tile;       // its first query tile in the grid
+};
+
+struct attn_out {
+    uint8_t *o;
+    int64_t os0, os1, os2; // elements
+    bool o_bf16;
+    float *lse; // may be null
+    int64_t ls0, ls1;
+};
+
+struct __align__(1024) attn_shared {
+    uint8_t q[BM * D]; // 128 rows of 128 bytes, 128-byte swizzle
+    uint8_t k[STAGES][BN * D];
+    uint8_t v[STAGES][D * BN]; // V^T: D rows of 128 keys
+    uint8_t p[BM * BN];        // P's codes, written by the softmax threads in the same swizzle
+    uint8_t sfq[SF_ATOM], sfk[STAGES][SF_ATOM], sfv[STAGES][SF_ATOM];
+    uint64_t q_full, k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
+    uint64_t s_full, p_full, o_done;
+    uint32_t tmem;
+};
+constexpr size_t SMEM_BYTES = sizeof(attn_shared) + 1024;
+
+// ---- packing (before the kernel) ----
+
+// The sequence that packed row p (of a head) belongs to and its row in it,
+// or -1 for padding. off: first packed row of each sequence.
+__device__ __forceinline__ int64_t packed_row(const seq_info *seqs, int batch, int64_t p, bool keys, int64_t *token)
+{
+    const int b = last_at_or_below(batch, p, [&](int s) { return keys ? seqs[s].k_off : seqs[s].q_off; });
+    const int64_t j = p - (keys ? seqs[b].k_off : seqs[b].q_off), len = keys ? seqs[b].lk : seqs[b].lq;
+    *token = (keys ? seqs[b].k0 : seqs[b].q0) + j;
+    return j < len ? j : -1;
+}
+
+// Byte of (r, c) inside a 512-byte scale atom (128 rows x 4 columns).
+__device__ __forceinline__ int atom_byte(int r, int c)
+{
+    return (r % 32) * 16 + (r / 32) * 4 + c;
+}
+
+// Q or K: codes [tokens][H][D] and scale bytes [tokens][H][D / 32] (the
+// quantization's output) to codes [H][rows][D] (zeros for padding) and an
+// atom a 128-row tile [H][rows / 128]. A thread per packed row; grid x over
+// the tiles, y over the heads.
+__global__ void pack_rows(const uint8_t *codes, const uint8_t *scales, const seq_info *seqs, int batch, bool keys,
+                          int64_t heads, int64_t rows, uint8_t *out, uint8_t *atoms)
+{
+    const int64_t h = blockIdx.y, p = (int64_t)blockIdx.x * 128 + threadIdx.x;
+    int64_t token;
+    const bool real = packed_row(seqs, batch, p, keys, &token) >= 0;
+    const uint4 *src = reinterpret_cast<const uint4 *>(codes + (token * heads + h) * D);
+    uint4 *dst = reinterpret_cast<uint4 *>(out + (h * rows + p) * D);
+#pragma unroll
+    for (int i = 0; i < D / 16; i++)
+        dst[i] = real ? src[i] : make_uint4(0, 0, 0, 0);
+    uint8_t *atom = atoms + (h * (rows / 128) + blockIdx.x) * SF_ATOM;
+#pragma unroll
+    for (int c = 0; c < KB; c++)
+        atom[atom_byte((int)threadIdx.x, c)] = real ? scales[(token * heads + h) * KB + c] : 0;
+}
+
+// V: codes [tokens][H][D] and col-block scales [vblocks][H][D] to V^T codes
+// [H][D][rows] (zeros past a sequence's end) and, as the B operand of P V^T
+// (rows d, blocks of 32 keys), an atom a 128-key tile [H][rows / 128]. Grid
+// x over the blocks of 32 packed keys, y over the heads; a thread per d.
+__global__ void pack_v(const uint8_t *codes, const uint8_t *scales, const seq_info *seqs, int batch, int64_t heads,
+                       int64_t rows, uint8_t *vt, uint8_t *atoms)
+{
+    const int64_t h = blockIdx.y, p0 = (int64_t)blockIdx.x * 32;
+    const int d = (int)threadIdx.x;
+    const int b = last_at_or_below(batch, p0, [&](int s) { return seqs[s].k_off; });
+    const int64_t j0 = p0 - seqs[b].k_off; // the block's first key in its sequence
+    uint32_t w[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        uint32_t v = 0;
+        for (int e = 0; e < 4; e++) {
+            const int64_t j = j0 + 4 * i + e;
+            if (j < seqs[b].lk)
+                v |= (uint32_t)codes[((seqs[b].k0 + j) * heads + h) * D + d] << (8 * e);
+        }
+        w[i] = v;
+    }
+    uint4 *dst = reinterpret_cast<uint4 *>(vt + (h * D + d) * rows + p0);
+    dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
+    dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
+    const int64_t tile = p0 / 128;
+    atoms[(h * (rows / 128) + tile) * SF_ATOM + atom_byte(d, (int)(blockIdx.x % 4))] =
+        j0 < seqs[b].lk ? scales[((seqs[b].v_block + j0 / 32) * heads + h) * D + d] : 0;
+}
+
+// ---- the kernel ----
+
+#ifdef MXFA_SM100_CODE
+__device__ __forceinline__ void tmem_st4(uint32_t taddr, uint32_t v)
+{
+    asm volatile("tcgen05.st.sync.aligned.32x32b.x4.b32 [%0], {%1, %1, %1, %1};" ::"r"(taddr), "r"(v) : "memory");
+}
+
+// Makes this thread's writes to shared memory visible to the tensor cores.
+__device__ __forceinline__ void fence_to_async_proxy()
+{
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+#endif
+
+__global__ void __launch_bounds__(THREADS, 1)
+    attn_fwd_sm100(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+                   const __grid_constant__ CUtensorMap map_v, const uint8_t *q_sf, const uint8_t *k_sf,
+                   const uint8_t *v_sf, const seq_info *seqs, int batch, int group, int64_t q_rows, int64_t k_rows,
+                   float c, attn_out out)
+{
+#ifdef MXFA_SM100_CODE
+    extern __shared__ uint8_t raw[];
+    attn_shared &sh = aligned_shared<attn_shared>(raw);
+    const int tile = (int)blockIdx.x, h = (int)blockIdx.y, kvh = h / group;
+    const int b = last_at_or_below(batch, tile, [&](int s) { return seqs[s].first_tile; });
+    const seq_info sq = seqs[b];
+    const int64_t r0 = (int64_t)(tile - sq.first_tile) * BM;
+    const int nt = (int)((sq.lk + BN - 1) / BN); // key tiles
+    const int tid = (int)threadIdx.x, warp = tid / 32;
+
+    if (tid == 0) {
+        bar_init(&sh.q_full, 1);
+        for (int s = 0; s < STAGES; s++) {
+            bar_init(&sh.k_full[s], 1), bar_init(&sh.k_empty[s], 1);
+            bar_init(&sh.v_full[s], 1), bar_init(&sh.v_empty[s], 1);
+        }
+        bar_init(&sh.s_full, 1), bar_init(&sh.o_done, 1);
+        bar_init(&sh.p_full, SOFTMAX_THREADS);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    if (warp == 5)
+        tmem_alloc(&sh.tmem, TMEM_COLS);
+    tc_fence_before();
+    __syncthreads();
+    tc_fence_after();
+    const uint32_t tmem = sh.tmem;
+
+    if (tid == 4 * 32) { // the producer
+        if (nt > 0) {
+            bar_expect(&sh.q_full, BM * D + SF_ATOM);
+            tma_load(sh.q, &map_q, 0, (int)(h * q_rows + sq.q_off + r0), &sh.q_full);
+            bulk_load(sh.sfq, q_sf + (h * (q_rows / BM) + (sq.q_off + r0) / BM) * SF_ATOM, SF_ATOM, &sh.q_full);
+        }
+        for (int j = 0, s = 0, phase = 0; j < nt; j++) {
+            const int64_t key_tile = kvh * (k_rows / BN) + sq.k_off / BN + j;
+            if (j >= STAGES)
+                bar_wait(&sh.k_empty[s], phase ^ 1);
+            bar_expect(&sh.k_full[s], BN * D + SF_ATOM);
+            tma_load(sh.k[s], &map_k, 0, (int)(kvh * k_rows + sq.k_off + (int64_t)j * BN), &sh.k_full[s]);
+            bulk_load(sh.sfk[s], k_sf + key_tile * SF_ATOM, SF_ATOM, &sh.k_full[s]);
+            if (j >= STAGES)
+                bar_wait(&sh.v_empty[s], phase ^ 1);
+            bar_expect(&sh.v_full[s], D * BN + SF_ATOM);
+            tma_load(sh.v[s], &map_v, (int)(sq.k_off + (int64_t)j * BN), kvh * D, &sh.v_full[s]);
+            bulk_load(sh.sfv[s], v_sf + key_tile * SF_ATOM, SF_ATOM, &sh.v_full[s]);
+            if (++s == STAGES)
+                s = 0, phase ^= 1;
+        }
+    } else if (tid == 5 * 32) { // the MMA thread
+        if (nt > 0) {
+            bar_wait(&sh.q_full, 0);
+            tc_fence_after();
+            copy_scales(tmem + SFQ_COL, mxfa_tc_sdesc_sf(smem_addr(sh.sfq)));
+        }
+        const uint64_t dq = mxfa_tc_sdesc(smem_addr(sh.q), 16, 1024, MXFA_TC_SWIZZLE_128B);
+        const uint64_t dp = mxfa_tc_sdesc(smem_addr(sh.p), 16, 1024, MXFA_TC_SWIZZLE_128B);
+        for (int j = 0, s = 0, phase = 0; j < nt; j++) {
+            bar_wait(&sh.k_full[s], phase);
+            tc_fence_after();
+            copy_scales(tmem + SFK_COL + 4 * s, mxfa_tc_sdesc_sf(smem_addr(sh.sfk[s])));
+            const uint64_t dk = mxfa_tc_sdesc(smem_addr(sh.k[s]), 16, 1024, MXFA_TC_SWIZZLE_128B);
+#pragma unroll
+            for (int kb = 0; kb < KB; kb++) // S = Q K^T: 32 of D at a time, from zero
+                mma_mxf8(tmem + S_COL, dq + 2 * kb, dk + 2 * kb, mxfa_tc_idesc_mxf8(0, 0, BM, BN, kb, kb),
+                         tmem + SFQ_COL, tmem + SFK_COL + 4 * s, kb != 0);
+            mma_commit(&sh.k_empty[s]);
+            mma_commit(&sh.s_full);
+            bar_wait(&sh.p_full, j & 1); // P made, O rescaled, S read
+            tc_fence_after();
+            bar_wait(&sh.v_full[s], phase);
+            tc_fence_after();
+            copy_scales(tmem + SFV_COL + 4 * s, mxfa_tc_sdesc_sf(smem_addr(sh.sfv[s])));
+            const uint64_t dv = mxfa_tc_sdesc(smem_addr(sh.v[s]), 16, 1024, MXFA_TC_SWIZZLE_128B);
+#pragma unroll
+            for (int kb = 0; kb < NKB; kb++) // O += P V^T: 32 keys at a time
+                mma_mxf8(tmem + O_COL, dp + 2 * kb, dv + 2 * kb, mxfa_tc_idesc_mxf8(0, 0, BM, D, kb, kb),
+                         tmem + SFP_COL, tmem + SFV_COL + 4 * s, 1);
+            mma_commit(&sh.v_empty[s]);
+            mma_commit(&sh.o_done);
+            if (++s == STAGES)
+                s = 0, phase ^= 1;
+        }
+    } else if (tid < SOFTMAX_THREADS) { // a query row a thread
+        const uint32_t lanes = tmem + ((uint32_t)(warp * 32) << 16);
+        const int row = tid;
+        const uint32_t zero[32] = {};
+        // O from +0 (every step of the chain adds into it) and P's scales
+        for (int j = 0; j < D; j += 32)
+            tmem_st32(lanes + O_COL + j, zero);
+        tmem_st4(lanes + SFP_COL, P_SCALE_WORD);
+        tmem_wait_st();
+        const float NEG_INF = __uint_as_float(0xFF800000u);
+        float m = NEG_INF, l = 0.0f;
+        for (int j = 0; j < nt; j++) {
+            bar_wait(&sh.s_full, j & 1);
+            tc_fence_after();
+            float x[BN];
+#pragma unroll
+            for (int q = 0; q < BN / 32; q++) {
+                uint32_t v[32];
+                tmem_ld32(lanes + S_COL + 32 * q, v);
+                tmem_wait_ld();
+#pragma unroll
+                for (int i = 0; i < 32; i++)
+                    x[32 * q + i] = __uint_as_float(v[i]);
+            }
+            // x = S * c, keys past the sequence -Inf; the maximum in key order
+            // (a NaN score makes the maximum NaN, as in the reference)
+            const int64_t valid = sq.lk - (int64_t)j * BN;
+            float m_new = m;
+#pragma unroll
+            for (int i = 0; i < BN; i++) {
+                x[i] = i < valid ? __fmul_rn(x[i], c) : NEG_INF;
+                if (x[i] > m_new || x[i] != x[i])
+                    m_new = x[i];
+            }
+            // the last P V must be done before O is touched (and P rewritten)
+            if (j > 0) {
+                bar_wait(&sh.o_done, (j - 1) & 1);
+                tc_fence_after();
+            }
+            const bool grows = m_new > m;
+            if (__any_sync(0xFFFFFFFFu, grows)) { // a warp's rows are loaded and stored together
+                const float alpha = grows ? mx_exp2(__fsub_rn(m, m_new)) : 1.0f;
+                const bool clear = grows && m == NEG_INF; // O is +0 in the reference
+#pragma unroll
+                for (int q = 0; q < D / 32; q++) {
+                    uint32_t v[32];
+                    tmem_ld32(lanes + O_COL + 32 * q, v);
+                    tmem_wait_ld();
+#pragma unroll
+                    for (int i = 0; i < 32; i++)
+                        v[i] = clear ? 0u : grows ? __float_as_uint(__fmul_rn(__uint_as_float(v[i]), alpha)) : v[i];
+                    tmem_st32(lanes + O_COL + 32 * q, v);
+                }
+                tmem_wait_st();
+                if (grows) {
+                    l = __fmul_rn(l, alpha);
+                    m = m_new;
+                }
+            }
+            // P = exp2((x - m) + 8) in [0, 256], added in key order; its E4M3
+            // codes (scale 2^0: P itself; the 2^-8 is in the scale byte) into
+            // shared memory, 16-byte chunk k of the row at chunk k ^ (row % 8)
+            float sum = 0.0f;
+            uint32_t codes[BN / 4];
+#pragma unroll
+            for (int i = 0; i < BN; i += 2) {
+                const float p0 = x[i] == NEG_INF ? 0.0f : mx_exp2(__fadd_rn(__fsub_rn(x[i], m), 8.0f));
+                const float p1 = x[i + 1] == NEG_INF ? 0.0f : mx_exp2(__fadd_rn(__fsub_rn(x[i + 1], m), 8.0f));
+                sum = __fadd_rn(__fadd_rn(sum, p0), p1);
+                // P >= 0, Inf or NaN: the saturating conversion is the encoder's code (Inf -> 448, NaN -> 0x7F)
+                const uint32_t two =
+                    (uint32_t)__nv_cvt_float2_to_fp8x2(make_float2(p0, p1), __NV_SATFINITE, __NV_E4M3);
+                if (i % 4 == 0)
+                    codes[i / 4] = two;
+                else
+                    codes[i / 4] |= two << 16;
+            }
+            if (m_new != NEG_INF) // a row that sees no key of the tile adds nothing (the reference returns early)
+                l = __fadd_rn(l, __fmul_rn(sum, 0.00390625f));
+            uint4 *prow = reinterpret_cast<uint4 *>(sh.p + row * BN);
+#pragma unroll
+            for (int k = 0; k < BN / 16; k++)
+                prow[k ^ (row % 8)] = make_uint4(codes[4 * k], codes[4 * k + 1], codes[4 * k + 2], codes[4 * k + 3]);
+            fence_to_async_proxy();
+            tc_fence_before();
+            bar_arrive(&sh.p_full);
+        }
+
+        // O = O / l, LSE = (m + log2 l) ln 2; rows that saw nothing: 0 and -Inf
+        if (nt > 0) {
+            bar_wait(&sh.o_done, (nt - 1) & 1);
+            tc_fence_after();
+        }
+        const int64_t i = r0 + row;
+        const bool any = l != 0.0f || l != l;
+        const int64_t token = sq.q0 + i;
+        for (int q = 0; q < D / 32; q++) {
+            uint32_t v[32];
+            if (nt > 0) {
+                tmem_ld32(lanes + O_COL + 32 * q, v);
+                tmem_wait_ld();
+            }
+            if (i < sq.lq)
+#pragma unroll
+                for (int e = 0; e < 32; e++) {
+                    const float o = any ? __fdiv_rn(__uint_as_float(v[e]), l) : 0.0f;
+                    const int64_t at = token * out.os0 + (int64_t)h * out.os1 + (int64_t)(32 * q + e) * out.os2;
+                    if (out.o_bf16)
+                        reinterpret_cast<uint16_t *>(out.o)[at] = (uint16_t)f32_to_bf16(__float_as_uint(o));
+                    else
+                        reinterpret_cast<float *>(out.o)[at] = o;
+                }
+        }
+        if (out.lse && i < sq.lq)
+            out.lse[token * out.ls0 + (int64_t)h * out.ls1] =
+                any ? __fmul_rn(__fadd_rn(m, mx_log2(l)), __uint_as_float(0x3F317218u)) : NEG_INF;
+    }
+    __syncwarp();
+    tc_fence_before();
+    __syncthreads();
+    if (warp == 5) {
+        tc_fence_after();
+        tmem_free(tmem, TMEM_COLS);
+    }
+#endif
+}
+
+int64_t esz(const nd3 &x)
+{
+    return esize(x.dtype);
+}
+
+} // namespace
+
+cudaError_t launch_attn_fwd_sm100(const attn_fwd_args &a, cudaStream_t stream)
+{
+    const int64_t tq = a.q.n0, tk = a.k.n0, hq = a.q.n1, hkv = a.k.n1;
+    const int batch = a.batch;
+    seq_info *seqs = static_cast<seq_info *>(malloc(sizeof(seq_info) * (size_t)batch));
+    mxfa_segment *vsegs = static_cast<mxfa_segment *>(malloc(sizeof(mxfa_segment) * (size_t)batch));
+    if (!seqs || !vsegs) {
+        free(seqs), free(vsegs);
+        return cudaErrorMemoryAllocation;
+    }
+    int64_t q_rows = 0, k_rows = 0, vblocks = 0, tiles = 0;
+    for (int b = 0; b < batch; b++) {
+        seq_info &s = seqs[b];
+        s.q0 = a.cu_q[b], s.k0 = a.cu_k[b];
+        s.lq = (int64_t)a.cu_q[b + 1] - a.cu_q[b], s.lk = (int64_t)a.cu_k[b + 1] - a.cu_k[b];
+        s.q_off = q_rows, s.k_off = k_rows, s.v_block = vblocks, s.first_tile = (int)tiles;
+        q_rows += round_up(s.lq, BM), k_rows += round_up(s.lk, BN), vblocks += (s.lk + 31) / 32;
+        tiles += (s.lq + BM - 1) / BM;
+        vsegs[b] = {s.k0, s.lk, s.v_block};
+    }
+    if (tiles == 0 || tiles > INT32_MAX || hq > 65535) {
+        free(seqs), free(vsegs);
+        return tiles == 0 ? cudaSuccess : cudaErrorInvalidValue;
+    }
+    k_rows = k_rows > 0 ? k_rows : BN; // no keys at all: a tile that is never read, so that every map is valid
+
+    scratch mem(stream);
+    cudaError_t e = cudaSuccess;
+    uint8_t *qc, *qsb, *kc, *ksb, *vc, *vsb, *qp, *kp, *vt, *qa, *ka, *va;
+    seq_info *dseqs;
+    const size_t sizes[] = {(size_t)(tq * hq * D), (size_t)(tq * hq * KB), (size_t)(tk * hkv * D),
+                            (size_t)(tk * hkv * KB), (size_t)(tk * hkv * D), (size_t)(vblocks * hkv * D)};
+    uint8_t **bufs[] = {&qc, &qsb, &kc, &ksb, &vc, &vsb};
+    // the quantizations' outputs and the packed operands in two allocations
+    size_t total = 0, packed = (size_t)(hq * q_rows * D + hkv * k_rows * D * 2 +
+                                        (hq * q_rows / 128 + 2 * hkv * k_rows / 128) * SF_ATOM);
+    for (size_t i = 0; i < 6; i++)
+        total += round_up((int64_t)sizes[i] + 16, 256);
+    uint8_t *base = nullptr, *pbase = nullptr;
+    if ((e = mem.get(&base, total)) != cudaSuccess || (e = mem.get(&pbase, packed)) != cudaSuccess ||
+        (e = mem.get(&dseqs, sizeof(seq_info) * (size_t)batch)) != cudaSuccess) {
+        free(seqs), free(vsegs);
+        return e;
+    }
+    for (size_t i = 0, at = 0; i < 6; i++) {
+        *bufs[i] = base + at;
+        at += (size_t)round_up((int64_t)sizes[i] + 16, 256);
+    }
+    qp = pbase, kp = qp + hq * q_rows * D, vt = kp + hkv * k_rows * D;
+    qa = vt + hkv * k_rows * D, ka = qa + hq * q_rows / 128 * SF_ATOM, va = ka + hkv * k_rows / 128 * SF_ATOM;
+    e = cudaMemcpyAsync(dseqs, seqs, sizeof(seq_info) * (size_t)batch, cudaMemcpyHostToDevice, stream);
+
+    auto head = [&](const nd3 &x, int64_t hh) {
+        return dview{x.base + hh * x.s1 * esz(x), x.n0, D, x.s0, x.s2, x.dtype};
+    };
+    auto rows = [&](const nd3 &x, int64_t heads, const mxfa_segment *seg, uint8_t *codes, uint8_t *sc) {
+        cudaError_t r = cudaSuccess;
+        for (int64_t hh = 0; hh < heads && r == cudaSuccess; hh++)
+            r = launch_quantize(head(x, hh), seg, 1, a.preset, MXFA_BLOCK_ROW,
+                                dview{codes + hh * D, x.n0, D, heads * D, 1, MXFA_E4M3},
+                                dview{sc + hh * KB, x.n0, KB, heads * KB, 1, MXFA_E8M0}, stream);
+        return r;
+    };
+    const mxfa_segment all_q = {0, tq, 0}, all_k = {0, tk, 0};
+    if (e == cudaSuccess)
+        e = rows(a.q, hq, &all_q, qc, qsb);
+    if (e == cudaSuccess && tk > 0)
+        e = rows(a.k, hkv, &all_k, kc, ksb);
+    for (int64_t hh = 0; hh < hkv && tk > 0 && e == cudaSuccess; hh++)
+        e = launch_quantize(head(a.v, hh), vsegs, batch, a.preset, MXFA_BLOCK_COL,
+                            dview{vc + hh * D, tk, D, hkv * D, 1, MXFA_E4M3},
+                            dview{vsb + hh * D, vblocks, D, hkv * D, 1, MXFA_E8M0}, stream);
+    free(vsegs);
+    if (e != cudaSuccess) {
+        free(seqs);
+        return e;
+    }
+    pack_rows<<<dim3((unsigned)(q_rows / 128), (unsigned)hq), 128, 0, stream>>>(qc, qsb, dseqs, batch, false, hq, q_rows,
+                                                                              qp, qa);
+    if (tk > 0) {
+        pack_rows<<<dim3((unsigned)(k_rows / 128), (unsigned)hkv), 128, 0, stream>>>(kc, ksb, dseqs, batch, true, hkv,
+                                                                                   k_rows, kp, ka);
+        pack_v<<<dim3((unsigned)(k_rows / 32), (unsigned)hkv), D, 0, stream>>>(vc, vsb, dseqs, batch, hkv, k_rows, vt,
+                                                                             va);
+    }
+    if ((e = cudaGetLastError()) != cudaSuccess) {
+        free(seqs);
+        return e;
+    }
+
+    CUtensorMap maps[3];
+    memset(maps, 0, sizeof maps);
+    if ((e = tensor_map(&maps[0], CU_TENSOR_MAP_DATA_TYPE_UINT8, qp, D, (uint64_t)(hq * q_rows), D, D, BM,
+                        CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
+        (e = tensor_map(&maps[1], CU_TENSOR_MAP_DATA_TYPE_UINT8, kp, D, (uint64_t)(hkv * k_rows), D, D, BN,
+                        CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
+        (e = tensor_map(&maps[2], CU_TENSOR_MAP_DATA_TYPE_UINT8, vt, (uint64_t)k_rows, (uint64_t)(hkv * D),
+                        (uint64_t)k_rows, BN, D, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess) {
+        free(seqs);
+        return e;
+    }
+    free(seqs);
+    // on every launch: the attribute belongs to the current device
+    if ((e = cudaFuncSetAttribute(attn_fwd_sm100, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES)) !=
+        cudaSuccess)
+        return e;
+    const uint32_t log2e_bits = 0x3FB8AA3Bu; // fl(log2 e)
+    float log2e;
+    memcpy(&log2e, &log2e_bits, 4);
+    const float c = a.softmax_scale * log2e; // one fp32 product, as the reference computes it
+    const attn_out out = {a.o.base, a.o.s0, a.o.s1, a.o.s2, a.o.dtype == MXFA_BF16, a.lse, a.ls0, a.ls1};
+    attn_fwd_sm100<<<dim3((unsigned)tiles, (unsigned)hq), THREADS, SMEM_BYTES, stream>>>(
+        maps[0], maps[1], maps[2], qa, ka, va, dseqs, batch, (int)(hq / hkv), q_rows, k_rows, c, out);
+    return cudaGetLastError();
+}
+
+} // namespace mxfa_gpu
