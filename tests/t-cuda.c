@@ -996,11 +996,19 @@ int main(void)
         st = mxfa_attn_fwd(gpu, &ap, &xq, &xq, &xq, cu1, cu1, 1, &xo, NULL);
         ok(st == MXFA_ERR_UNSUPPORTED && same(&o3, &o3_before) && strstr(mxfa_last_error(gpu), "sm90-fp8"),
            "attention under ideal is refused and O untouched: %s", mxfa_last_error(gpu));
-        /* the sm100 kernel takes D = 128 without a mask and const P so far */
+        /* the sm100 kernel takes no mask and const P so far, and runs on Blackwell only */
         ap.model = MXFA_MODEL_SM100;
+        ap.causal = MXFA_CAUSAL;
         st = mxfa_attn_fwd(gpu, &ap, &xq, &xq, &xq, cu1, cu1, 1, &xo, NULL);
-        ok(st == MXFA_ERR_UNSUPPORTED && same(&o3, &o3_before) && strstr(mxfa_last_error(gpu), "D = 128"),
-           "attention under sm100 at D = 256 is refused and O untouched: %s", mxfa_last_error(gpu));
+        ok(st == MXFA_ERR_UNSUPPORTED && same(&o3, &o3_before) && strstr(mxfa_last_error(gpu), "no mask"),
+           "causal attention under sm100 is refused and O untouched: %s", mxfa_last_error(gpu));
+        ap.causal = MXFA_CAUSAL_NONE;
+        if (gpu_arch != 100) {
+            st = mxfa_attn_fwd(gpu, &ap, &xq, &xq, &xq, cu1, cu1, 1, &xo, NULL);
+            ok(st == MXFA_ERR_UNSUPPORTED && same(&o3, &o3_before) && strstr(mxfa_last_error(gpu), "Blackwell"),
+               "attention under sm100 on a GPU of compute capability %d.%d is refused and O untouched: %s",
+               gpu_arch / 10, gpu_arch % 10, mxfa_last_error(gpu));
+        }
         /* the backward pass under a model it does not compute: refused, dQ untouched */
         float lse1[1] = {0.0f};
         mxfa_tensor xl = mxfa_tensor_2d(lse1, MXFA_F32, 1, 1);

@@ -1,22 +1,25 @@
 // MXFP8 attention forward under the sm100 model on a Blackwell GPU, bit for
 // bit the algorithm of cpu/ref/attn_fwd.c (SPEC section 6), with its
 // geometry of 128-row query tiles and 128-key tiles. This first kernel
-// takes D = 128, no mask and const P; the backend refuses the rest.
+// takes D = 64, 128 and 256, no mask and const P; the backend refuses the
+// rest.
 //
 // Before the kernel, Q and K are quantized along D (row blocks) and V along
 // the keys (col blocks restarting at every sequence) by the backend's
 // quantization kernels. They are then packed so that every sequence starts
 // on a 128-row boundary of its head's rows, with zeros between:
-// - Q and K codes become [heads][rows][D];
+// - Q and K codes become [heads][rows][D] (D = 256 in two 128-byte panels,
+//   each a copy of its own; D = 64 in 64-byte swizzle);
 // - V is transposed to [heads][D][keys];
-// - every 128 x 128 tile's scales become one 512-byte atom of the swizzled
-//   layout, which is what tcgen05.cp copies into tensor memory.
+// - every tile's scales become 512-byte atoms of the swizzled layout (128
+//   rows x 4 blocks each), which is what tcgen05.cp copies into tensor
+//   memory.
 //
 // The kernel runs one CTA per (query tile, query head), with six warps:
 // - Warp 4 streams the tiles through the tensor-memory accelerator: Q once,
 //   then K and V^T a key tile at a time through two stages each.
 // - Warp 5 allocates tensor memory and issues the MMAs. For each key tile:
-//   - S = Q K^T, four block-scaled instructions along D, from zero;
+//   - S = Q K^T, D / 32 block-scaled instructions along D, from zero;
 //   - after the softmax has made P, O += P V^T, four instructions along
 //     the keys.
 //
@@ -51,16 +54,26 @@ namespace {
 
 using namespace sm100;
 
-constexpr int D = 128, BM = 128, BN = 128, KB = D / 32, STAGES = 2;
+constexpr int BM = 128, BN = 128, STAGES = 2;
 constexpr int SOFTMAX_THREADS = 128, THREADS = SOFTMAX_THREADS + 64; // warps 0-3, the producer, the MMA warp
 constexpr int SF_ATOM = 512;
+// What depends on the head dim: Q and K rows in panels of PW bytes (one
+// 128-byte panel at D = 128, two at 256, one of 64 bytes at 64), KB blocks
+// of 32 along D, QA scale atoms a 128-row tile of Q or K (4 blocks an atom),
+// VA atoms a key tile of V (128 rows of V^T an atom).
+template <int D> struct dims {
+    static constexpr int PW = D < 128 ? D : 128, PANELS = D / PW, KB = D / 32, QA = (KB + 3) / 4, VA = (D + 127) / 128;
 #ifdef MXFA_SM100_CODE
-constexpr int NKB = BN / 32;
-// Tensor memory: S in columns [0, 128), O in [128, 256), then the scale
-// words of Q, K (a set a stage), P and V (a set a stage), four columns each.
-constexpr uint32_t TMEM_COLS = 512, S_COL = 0, O_COL = BN, SFQ_COL = BN + D, SFK_COL = SFQ_COL + 4,
-                   SFP_COL = SFK_COL + 4 * STAGES, SFV_COL = SFP_COL + 4;
-static_assert(SFV_COL + 4 * STAGES <= TMEM_COLS, "tensor memory layout");
+    // the swizzle of Q and K: 128 bytes (atoms of 8 rows: 1024 bytes), or 64 bytes at D = 64 (512)
+    static constexpr int SWIZZLE = PW == 128 ? MXFA_TC_SWIZZLE_128B : MXFA_TC_SWIZZLE_64B, SBO = 8 * PW;
+    // tensor memory: S in columns [0, 128), O in [128, 128 + D), then the
+    // scale words of Q, K (a set a stage), P and V (a set a stage)
+    static constexpr uint32_t TMEM_COLS = 512, S_COL = 0, O_COL = BN, SFQ_COL = BN + D, SFK_COL = SFQ_COL + 4 * QA,
+                              SFP_COL = SFK_COL + 4 * QA * STAGES, SFV_COL = SFP_COL + 4;
+    static_assert(SFV_COL + 4 * VA * STAGES <= TMEM_COLS, "tensor memory layout");
+#endif
+};
+#ifdef MXFA_SM100_CODE
 constexpr uint32_t P_SCALE_WORD = 0x77777777u; // const P: every block's scale 2^-8
 #endif
 
@@ -82,17 +95,18 @@ struct attn_out {
     int64_t ls0, ls1;
 };
 
-struct __align__(1024) attn_shared {
-    uint8_t q[BM * D]; // 128 rows of 128 bytes, 128-byte swizzle
-    uint8_t k[STAGES][BN * D];
-    uint8_t v[STAGES][D * BN]; // V^T: D rows of 128 keys
+template <int D> struct __align__(1024) attn_shared {
+    using dm = dims<D>;
+    uint8_t q[dm::PANELS][BM * dm::PW]; // panels of 128 rows, swizzled
+    uint8_t k[STAGES][dm::PANELS][BN * dm::PW];
+    uint8_t v[STAGES][D * BN]; // V^T: D rows of 128 keys, 128-byte swizzle
     uint8_t p[BM * BN];        // P's codes, written by the softmax threads in the same swizzle
-    uint8_t sfq[SF_ATOM], sfk[STAGES][SF_ATOM], sfv[STAGES][SF_ATOM];
+    uint8_t sfq[dm::QA][SF_ATOM], sfk[STAGES][dm::QA][SF_ATOM], sfv[STAGES][dm::VA][SF_ATOM];
     uint64_t q_full, k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
     uint64_t s_full, p_full, o_done;
     uint32_t tmem;
 };
-constexpr size_t SMEM_BYTES = sizeof(attn_shared) + 1024;
+template <int D> constexpr size_t SMEM_BYTES = sizeof(attn_shared<D>) + 1024;
 
 // ---- packing (before the kernel) ----
 
@@ -113,9 +127,10 @@ __device__ __forceinline__ int atom_byte(int r, int c)
 }
 
 // Q or K: codes [tokens][H][D] and scale bytes [tokens][H][D / 32] (the
-// quantization's output) to codes [H][rows][D] (zeros for padding) and an
-// atom a 128-row tile [H][rows / 128]. A thread per packed row; grid x over
-// the tiles, y over the heads.
+// quantization's output) to codes [H][rows][D] (zeros for padding) and QA
+// atoms a 128-row tile [H][rows / 128][QA] (zeros past D / 32 blocks). A
+// thread per packed row; grid x over the tiles, y over the heads.
+template <int D>
 __global__ void pack_rows(const uint8_t *codes, const uint8_t *scales, const seq_info *seqs, int batch, bool keys,
                           int64_t heads, int64_t rows, uint8_t *out, uint8_t *atoms)
 {
@@ -127,16 +142,20 @@ __global__ void pack_rows(const uint8_t *codes, const uint8_t *scales, const seq
 #pragma unroll
     for (int i = 0; i < D / 16; i++)
         dst[i] = real ? src[i] : make_uint4(0, 0, 0, 0);
-    uint8_t *atom = atoms + (h * (rows / 128) + blockIdx.x) * SF_ATOM;
+    constexpr int KB = dims<D>::KB, QA = dims<D>::QA;
+    uint8_t *atom = atoms + (h * (rows / 128) + blockIdx.x) * QA * SF_ATOM;
 #pragma unroll
-    for (int c = 0; c < KB; c++)
-        atom[atom_byte((int)threadIdx.x, c)] = real ? scales[(token * heads + h) * KB + c] : 0;
+    for (int c = 0; c < 4 * QA; c++)
+        atom[(c / 4) * SF_ATOM + atom_byte((int)threadIdx.x, c % 4)] =
+            real && c < KB ? scales[(token * heads + h) * KB + c] : 0;
 }
 
 // V: codes [tokens][H][D] and col-block scales [vblocks][H][D] to V^T codes
 // [H][D][rows] (zeros past a sequence's end) and, as the B operand of P V^T
-// (rows d, blocks of 32 keys), an atom a 128-key tile [H][rows / 128]. Grid
-// x over the blocks of 32 packed keys, y over the heads; a thread per d.
+// (rows d, blocks of 32 keys), VA atoms a 128-key tile [H][rows / 128][VA]
+// (the caller zeroes them: at D = 64 half of each stays zero). Grid x over
+// the blocks of 32 packed keys, y over the heads; a thread per d.
+template <int D>
 __global__ void pack_v(const uint8_t *codes, const uint8_t *scales, const seq_info *seqs, int batch, int64_t heads,
                        int64_t rows, uint8_t *vt, uint8_t *atoms)
 {
@@ -159,7 +178,7 @@ __global__ void pack_v(const uint8_t *codes, const uint8_t *scales, const seq_in
     dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
     dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
     const int64_t tile = p0 / 128;
-    atoms[(h * (rows / 128) + tile) * SF_ATOM + atom_byte(d, (int)(blockIdx.x % 4))] =
+    atoms[((h * (rows / 128) + tile) * dims<D>::VA + d / 128) * SF_ATOM + atom_byte(d % 128, (int)(blockIdx.x % 4))] =
         j0 < seqs[b].lk ? scales[((seqs[b].v_block + j0 / 32) * heads + h) * D + d] : 0;
 }
 
@@ -178,6 +197,7 @@ __device__ __forceinline__ void fence_to_async_proxy()
 }
 #endif
 
+template <int D>
 __global__ void __launch_bounds__(THREADS, 1)
     attn_fwd_sm100(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                    const __grid_constant__ CUtensorMap map_v, const uint8_t *q_sf, const uint8_t *k_sf,
@@ -185,8 +205,12 @@ __global__ void __launch_bounds__(THREADS, 1)
                    float c, attn_out out)
 {
 #ifdef MXFA_SM100_CODE
+    using dm = dims<D>;
+    constexpr int PW = dm::PW, KB = dm::KB, QA = dm::QA, VA = dm::VA;
+    constexpr uint32_t TMEM_COLS = dm::TMEM_COLS, S_COL = dm::S_COL, O_COL = dm::O_COL, SFQ_COL = dm::SFQ_COL,
+                       SFK_COL = dm::SFK_COL, SFP_COL = dm::SFP_COL, SFV_COL = dm::SFV_COL;
     extern __shared__ uint8_t raw[];
-    attn_shared &sh = aligned_shared<attn_shared>(raw);
+    attn_shared<D> &sh = aligned_shared<attn_shared<D>>(raw);
     const int tile = (int)blockIdx.x, h = (int)blockIdx.y, kvh = h / group;
     const int b = last_at_or_below(batch, tile, [&](int s) { return seqs[s].first_tile; });
     const seq_info sq = seqs[b];
@@ -213,22 +237,25 @@ __global__ void __launch_bounds__(THREADS, 1)
 
     if (tid == 4 * 32) { // the producer
         if (nt > 0) {
-            bar_expect(&sh.q_full, BM * D + SF_ATOM);
-            tma_load(sh.q, &map_q, 0, (int)(h * q_rows + sq.q_off + r0), &sh.q_full);
-            bulk_load(sh.sfq, q_sf + (h * (q_rows / BM) + (sq.q_off + r0) / BM) * SF_ATOM, SF_ATOM, &sh.q_full);
+            bar_expect(&sh.q_full, BM * D + QA * SF_ATOM);
+            for (int pn = 0; pn < dm::PANELS; pn++)
+                tma_load(sh.q[pn], &map_q, pn * PW, (int)(h * q_rows + sq.q_off + r0), &sh.q_full);
+            bulk_load(sh.sfq, q_sf + (h * (q_rows / BM) + (sq.q_off + r0) / BM) * QA * SF_ATOM, QA * SF_ATOM,
+                      &sh.q_full);
         }
         for (int j = 0, s = 0, phase = 0; j < nt; j++) {
             const int64_t key_tile = kvh * (k_rows / BN) + sq.k_off / BN + j;
             if (j >= STAGES)
                 bar_wait(&sh.k_empty[s], phase ^ 1);
-            bar_expect(&sh.k_full[s], BN * D + SF_ATOM);
-            tma_load(sh.k[s], &map_k, 0, (int)(kvh * k_rows + sq.k_off + (int64_t)j * BN), &sh.k_full[s]);
-            bulk_load(sh.sfk[s], k_sf + key_tile * SF_ATOM, SF_ATOM, &sh.k_full[s]);
+            bar_expect(&sh.k_full[s], BN * D + QA * SF_ATOM);
+            for (int pn = 0; pn < dm::PANELS; pn++)
+                tma_load(sh.k[s][pn], &map_k, pn * PW, (int)(kvh * k_rows + sq.k_off + (int64_t)j * BN), &sh.k_full[s]);
+            bulk_load(sh.sfk[s], k_sf + key_tile * QA * SF_ATOM, QA * SF_ATOM, &sh.k_full[s]);
             if (j >= STAGES)
                 bar_wait(&sh.v_empty[s], phase ^ 1);
-            bar_expect(&sh.v_full[s], D * BN + SF_ATOM);
+            bar_expect(&sh.v_full[s], D * BN + VA * SF_ATOM);
             tma_load(sh.v[s], &map_v, (int)(sq.k_off + (int64_t)j * BN), kvh * D, &sh.v_full[s]);
-            bulk_load(sh.sfv[s], v_sf + key_tile * SF_ATOM, SF_ATOM, &sh.v_full[s]);
+            bulk_load(sh.sfv[s], v_sf + key_tile * VA * SF_ATOM, VA * SF_ATOM, &sh.v_full[s]);
             if (++s == STAGES)
                 s = 0, phase ^= 1;
         }
@@ -236,31 +263,37 @@ __global__ void __launch_bounds__(THREADS, 1)
         if (nt > 0) {
             bar_wait(&sh.q_full, 0);
             tc_fence_after();
-            copy_scales(tmem + SFQ_COL, mxfa_tc_sdesc_sf(smem_addr(sh.sfq)));
+            for (int a = 0; a < QA; a++)
+                copy_scales(tmem + SFQ_COL + 4 * a, mxfa_tc_sdesc_sf(smem_addr(sh.sfq[a])));
         }
-        const uint64_t dq = mxfa_tc_sdesc(smem_addr(sh.q), 16, 1024, MXFA_TC_SWIZZLE_128B);
         const uint64_t dp = mxfa_tc_sdesc(smem_addr(sh.p), 16, 1024, MXFA_TC_SWIZZLE_128B);
         for (int j = 0, s = 0, phase = 0; j < nt; j++) {
             bar_wait(&sh.k_full[s], phase);
             tc_fence_after();
-            copy_scales(tmem + SFK_COL + 4 * s, mxfa_tc_sdesc_sf(smem_addr(sh.sfk[s])));
-            const uint64_t dk = mxfa_tc_sdesc(smem_addr(sh.k[s]), 16, 1024, MXFA_TC_SWIZZLE_128B);
+            for (int a = 0; a < QA; a++)
+                copy_scales(tmem + SFK_COL + 4 * (QA * s + a), mxfa_tc_sdesc_sf(smem_addr(sh.sfk[s][a])));
 #pragma unroll
-            for (int kb = 0; kb < KB; kb++) // S = Q K^T: 32 of D at a time, from zero
-                mma_mxf8(tmem + S_COL, dq + 2 * kb, dk + 2 * kb, mxfa_tc_idesc_mxf8(0, 0, BM, BN, kb, kb),
-                         tmem + SFQ_COL, tmem + SFK_COL + 4 * s, kb != 0);
+            for (int kb = 0; kb < KB; kb++) { // S = Q K^T: 32 of D at a time, from zero
+                // block kb: panel 32 kb / PW, 32 bytes (2 in the address field) a block inside it
+                const int pn = 32 * kb / PW, step = 2 * (kb % (PW / 32)), a = kb / 4;
+                const uint64_t dq = mxfa_tc_sdesc(smem_addr(sh.q[pn]), 16, dm::SBO, dm::SWIZZLE);
+                const uint64_t dk = mxfa_tc_sdesc(smem_addr(sh.k[s][pn]), 16, dm::SBO, dm::SWIZZLE);
+                mma_mxf8(tmem + S_COL, dq + step, dk + step, mxfa_tc_idesc_mxf8(0, 0, BM, BN, kb % 4, kb % 4),
+                         tmem + SFQ_COL + 4 * a, tmem + SFK_COL + 4 * (QA * s + a), kb != 0);
+            }
             mma_commit(&sh.k_empty[s]);
             mma_commit(&sh.s_full);
             bar_wait(&sh.p_full, j & 1); // P made, O rescaled, S read
             tc_fence_after();
             bar_wait(&sh.v_full[s], phase);
             tc_fence_after();
-            copy_scales(tmem + SFV_COL + 4 * s, mxfa_tc_sdesc_sf(smem_addr(sh.sfv[s])));
+            for (int a = 0; a < VA; a++)
+                copy_scales(tmem + SFV_COL + 4 * (VA * s + a), mxfa_tc_sdesc_sf(smem_addr(sh.sfv[s][a])));
             const uint64_t dv = mxfa_tc_sdesc(smem_addr(sh.v[s]), 16, 1024, MXFA_TC_SWIZZLE_128B);
 #pragma unroll
-            for (int kb = 0; kb < NKB; kb++) // O += P V^T: 32 keys at a time
+            for (int kb = 0; kb < BN / 32; kb++) // O += P V^T: 32 keys at a time
                 mma_mxf8(tmem + O_COL, dp + 2 * kb, dv + 2 * kb, mxfa_tc_idesc_mxf8(0, 0, BM, D, kb, kb),
-                         tmem + SFP_COL, tmem + SFV_COL + 4 * s, 1);
+                         tmem + SFP_COL, tmem + SFV_COL + 4 * VA * s, 1);
             mma_commit(&sh.v_empty[s]);
             mma_commit(&sh.o_done);
             if (++s == STAGES)
@@ -398,10 +431,10 @@ int64_t esz(const nd3 &x)
     return esize(x.dtype);
 }
 
-} // namespace
-
-cudaError_t launch_attn_fwd_sm100(const attn_fwd_args &a, cudaStream_t stream)
+template <int D> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_t stream)
 {
+    using dm = dims<D>;
+    constexpr int KB = dm::KB, QA = dm::QA, VA = dm::VA;
     const int64_t tq = a.q.n0, tk = a.k.n0, hq = a.q.n1, hkv = a.k.n1;
     const int batch = a.batch;
     seq_info *seqs = static_cast<seq_info *>(malloc(sizeof(seq_info) * (size_t)batch));
@@ -434,8 +467,9 @@ cudaError_t launch_attn_fwd_sm100(const attn_fwd_args &a, cudaStream_t stream)
                             (size_t)(tk * hkv * KB), (size_t)(tk * hkv * D), (size_t)(vblocks * hkv * D)};
     uint8_t **bufs[] = {&qc, &qsb, &kc, &ksb, &vc, &vsb};
     // the quantizations' outputs and the packed operands in two allocations
+    const size_t v_atoms = (size_t)(hkv * k_rows / 128 * VA * SF_ATOM);
     size_t total = 0, packed = (size_t)(hq * q_rows * D + hkv * k_rows * D * 2 +
-                                        (hq * q_rows / 128 + 2 * hkv * k_rows / 128) * SF_ATOM);
+                                        (hq * q_rows / 128 + hkv * k_rows / 128) * QA * SF_ATOM) + v_atoms;
     for (size_t i = 0; i < 6; i++)
         total += round_up((int64_t)sizes[i] + 16, 256);
     uint8_t *base = nullptr, *pbase = nullptr;
@@ -449,8 +483,10 @@ cudaError_t launch_attn_fwd_sm100(const attn_fwd_args &a, cudaStream_t stream)
         at += (size_t)round_up((int64_t)sizes[i] + 16, 256);
     }
     qp = pbase, kp = qp + hq * q_rows * D, vt = kp + hkv * k_rows * D;
-    qa = vt + hkv * k_rows * D, ka = qa + hq * q_rows / 128 * SF_ATOM, va = ka + hkv * k_rows / 128 * SF_ATOM;
+    qa = vt + hkv * k_rows * D, ka = qa + hq * q_rows / 128 * QA * SF_ATOM, va = ka + hkv * k_rows / 128 * QA * SF_ATOM;
     e = cudaMemcpyAsync(dseqs, seqs, sizeof(seq_info) * (size_t)batch, cudaMemcpyHostToDevice, stream);
+    if (e == cudaSuccess) // pack_v leaves the rows of V^T's atoms past D
+        e = cudaMemsetAsync(va, 0, v_atoms, stream);
 
     auto head = [&](const nd3 &x, int64_t hh) {
         return dview{x.base + hh * x.s1 * esz(x), x.n0, D, x.s0, x.s2, x.dtype};
@@ -477,13 +513,13 @@ cudaError_t launch_attn_fwd_sm100(const attn_fwd_args &a, cudaStream_t stream)
         free(seqs);
         return e;
     }
-    pack_rows<<<dim3((unsigned)(q_rows / 128), (unsigned)hq), 128, 0, stream>>>(qc, qsb, dseqs, batch, false, hq, q_rows,
-                                                                              qp, qa);
+    pack_rows<D><<<dim3((unsigned)(q_rows / 128), (unsigned)hq), 128, 0, stream>>>(qc, qsb, dseqs, batch, false, hq,
+                                                                                 q_rows, qp, qa);
     if (tk > 0) {
-        pack_rows<<<dim3((unsigned)(k_rows / 128), (unsigned)hkv), 128, 0, stream>>>(kc, ksb, dseqs, batch, true, hkv,
-                                                                                   k_rows, kp, ka);
-        pack_v<<<dim3((unsigned)(k_rows / 32), (unsigned)hkv), D, 0, stream>>>(vc, vsb, dseqs, batch, hkv, k_rows, vt,
-                                                                             va);
+        pack_rows<D><<<dim3((unsigned)(k_rows / 128), (unsigned)hkv), 128, 0, stream>>>(kc, ksb, dseqs, batch, true,
+                                                                                      hkv, k_rows, kp, ka);
+        pack_v<D><<<dim3((unsigned)(k_rows / 32), (unsigned)hkv), D, 0, stream>>>(vc, vsb, dseqs, batch, hkv, k_rows,
+                                                                                vt, va);
     }
     if ((e = cudaGetLastError()) != cudaSuccess) {
         free(seqs);
@@ -492,10 +528,11 @@ cudaError_t launch_attn_fwd_sm100(const attn_fwd_args &a, cudaStream_t stream)
 
     CUtensorMap maps[3];
     memset(maps, 0, sizeof maps);
-    if ((e = tensor_map(&maps[0], CU_TENSOR_MAP_DATA_TYPE_UINT8, qp, D, (uint64_t)(hq * q_rows), D, D, BM,
-                        CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
-        (e = tensor_map(&maps[1], CU_TENSOR_MAP_DATA_TYPE_UINT8, kp, D, (uint64_t)(hkv * k_rows), D, D, BN,
-                        CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
+    const CUtensorMapSwizzle qk_swizzle = dm::PW == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+    if ((e = tensor_map(&maps[0], CU_TENSOR_MAP_DATA_TYPE_UINT8, qp, D, (uint64_t)(hq * q_rows), D, dm::PW, BM,
+                        qk_swizzle)) != cudaSuccess ||
+        (e = tensor_map(&maps[1], CU_TENSOR_MAP_DATA_TYPE_UINT8, kp, D, (uint64_t)(hkv * k_rows), D, dm::PW, BN,
+                        qk_swizzle)) != cudaSuccess ||
         (e = tensor_map(&maps[2], CU_TENSOR_MAP_DATA_TYPE_UINT8, vt, (uint64_t)k_rows, (uint64_t)(hkv * D),
                         (uint64_t)k_rows, BN, D, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess) {
         free(seqs);
@@ -503,7 +540,7 @@ cudaError_t launch_attn_fwd_sm100(const attn_fwd_args &a, cudaStream_t stream)
     }
     free(seqs);
     // on every launch: the attribute belongs to the current device
-    if ((e = cudaFuncSetAttribute(attn_fwd_sm100, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES)) !=
+    if ((e = cudaFuncSetAttribute(attn_fwd_sm100<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES<D>)) !=
         cudaSuccess)
         return e;
     const uint32_t log2e_bits = 0x3FB8AA3Bu; // fl(log2 e)
@@ -511,9 +548,21 @@ cudaError_t launch_attn_fwd_sm100(const attn_fwd_args &a, cudaStream_t stream)
     memcpy(&log2e, &log2e_bits, 4);
     const float c = a.softmax_scale * log2e; // one fp32 product, as the reference computes it
     const attn_out out = {a.o.base, a.o.s0, a.o.s1, a.o.s2, a.o.dtype == MXFA_BF16, a.lse, a.ls0, a.ls1};
-    attn_fwd_sm100<<<dim3((unsigned)tiles, (unsigned)hq), THREADS, SMEM_BYTES, stream>>>(
+    attn_fwd_sm100<D><<<dim3((unsigned)tiles, (unsigned)hq), THREADS, SMEM_BYTES<D>, stream>>>(
         maps[0], maps[1], maps[2], qa, ka, va, dseqs, batch, (int)(hq / hkv), q_rows, k_rows, c, out);
     return cudaGetLastError();
+}
+
+} // namespace
+
+cudaError_t launch_attn_fwd_sm100(const attn_fwd_args &a, cudaStream_t stream)
+{
+    switch (a.q.n2) {
+    case 64: return launch_attn_fwd<64>(a, stream);
+    case 128: return launch_attn_fwd<128>(a, stream);
+    case 256: return launch_attn_fwd<256>(a, stream);
+    default: return cudaErrorInvalidValue; // the backend refuses other head dims with its own words
+    }
 }
 
 } // namespace mxfa_gpu
