@@ -1,8 +1,8 @@
 // MXFP8 attention forward under the sm100 model on a Blackwell GPU, bit for
 // bit the algorithm of cpu/ref/attn_fwd.c (SPEC section 6), with its
 // geometry of 128-row query tiles and 128-key tiles. This first kernel
-// takes D = 64, 128 and 256, no mask and const P; the backend refuses the
-// rest.
+// takes D = 64, 128 and 256, no mask or the plain causal one, and const P;
+// the backend refuses the rest (the leak-free mask, dynamic P).
 //
 // Before the kernel, Q and K are quantized along D (row blocks) and V along
 // the keys (col blocks restarting at every sequence) by the backend's
@@ -103,7 +103,7 @@ template <int D> struct __align__(1024) attn_shared {
     uint8_t p[BM * BN];        // P's codes, written by the softmax threads in the same swizzle
     uint8_t sfq[dm::QA][SF_ATOM], sfk[STAGES][dm::QA][SF_ATOM], sfv[STAGES][dm::VA][SF_ATOM];
     uint64_t q_full, k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
-    uint64_t s_full, p_full, o_done;
+    uint64_t s_full, p_full, o_done, o_block, o_read; // the last two: the slow tiles' block steps
     uint32_t tmem;
 };
 template <int D> constexpr size_t SMEM_BYTES = sizeof(attn_shared<D>) + 1024;
@@ -157,7 +157,7 @@ __global__ void pack_rows(const uint8_t *codes, const uint8_t *scales, const seq
 // the blocks of 32 packed keys, y over the heads; a thread per d.
 template <int D>
 __global__ void pack_v(const uint8_t *codes, const uint8_t *scales, const seq_info *seqs, int batch, int64_t heads,
-                       int64_t rows, uint8_t *vt, uint8_t *atoms)
+                       int64_t rows, uint8_t *vt, uint8_t *atoms, int *nan_tiles)
 {
     const int64_t h = blockIdx.y, p0 = (int64_t)blockIdx.x * 32;
     const int d = (int)threadIdx.x;
@@ -178,8 +178,17 @@ __global__ void pack_v(const uint8_t *codes, const uint8_t *scales, const seq_in
     dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
     dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
     const int64_t tile = p0 / 128;
+    const uint8_t sc = j0 < seqs[b].lk ? scales[((seqs[b].v_block + j0 / 32) * heads + h) * D + d] : 0;
     atoms[((h * (rows / 128) + tile) * dims<D>::VA + d / 128) * SF_ATOM + atom_byte(d % 128, (int)(blockIdx.x % 4))] =
-        j0 < seqs[b].lk ? scales[((seqs[b].v_block + j0 / 32) * heads + h) * D + d] : 0;
+        sc;
+    // a NaN code (0x7F, 0xFF) or scale anywhere in the tile: a P = 0 step on it is not a no-op
+    bool nan = sc == 0xFF;
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        for (int e = 0; e < 4; e++)
+            nan |= ((w[i] >> (8 * e)) & 0x7Fu) == 0x7Fu;
+    if (__syncthreads_or(nan) && d == 0)
+        nan_tiles[h * (rows / 128) + tile] = 1;
 }
 
 // ---- the kernel ----
@@ -202,7 +211,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     attn_fwd_sm100(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                    const __grid_constant__ CUtensorMap map_v, const uint8_t *q_sf, const uint8_t *k_sf,
                    const uint8_t *v_sf, const seq_info *seqs, int batch, int group, int64_t q_rows, int64_t k_rows,
-                   float c, attn_out out)
+                   const int *v_nan, bool causal, float c, attn_out out)
 {
 #ifdef MXFA_SM100_CODE
     using dm = dims<D>;
@@ -215,7 +224,19 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int b = last_at_or_below(batch, tile, [&](int s) { return seqs[s].first_tile; });
     const seq_info sq = seqs[b];
     const int64_t r0 = (int64_t)(tile - sq.first_tile) * BM;
-    const int nt = (int)((sq.lk + BN - 1) / BN); // key tiles
+    // Key tiles in order up to the last row's limit (causal: bottom-right,
+    // query i sees keys up to i + lk - lq). The tiles from jd on cross the
+    // first row's limit: there some rows take a block's step and others
+    // skip it. A skipped step runs here with P = 0, a no-op unless V holds a
+    // NaN in the tile; then (slow) the P V steps of those tiles go one block
+    // at a time, and each row writes its output right after its last step.
+    const int64_t nr = min((int64_t)BM, sq.lq - r0), lim_first = r0 + sq.lk - sq.lq, lim_last = lim_first + nr - 1;
+    const int64_t tiles_k = (sq.lk + BN - 1) / BN;
+    const int nt = (int)(!causal ? tiles_k : lim_last < 0 ? 0 : min(tiles_k, lim_last / BN + 1));
+    const int jd = !causal ? nt : lim_first + 1 <= 0 ? 0 : (int)min((int64_t)nt, (lim_first + 1) / BN);
+    bool slow = false;
+    for (int j = jd; j < nt; j++)
+        slow |= v_nan[(h / group) * (k_rows / BN) + sq.k_off / BN + j] != 0;
     const int tid = (int)threadIdx.x, warp = tid / 32;
 
     if (tid == 0) {
@@ -224,7 +245,8 @@ __global__ void __launch_bounds__(THREADS, 1)
             bar_init(&sh.k_full[s], 1), bar_init(&sh.k_empty[s], 1);
             bar_init(&sh.v_full[s], 1), bar_init(&sh.v_empty[s], 1);
         }
-        bar_init(&sh.s_full, 1), bar_init(&sh.o_done, 1);
+        bar_init(&sh.s_full, 1), bar_init(&sh.o_done, 1), bar_init(&sh.o_block, 1);
+        bar_init(&sh.o_read, SOFTMAX_THREADS);
         bar_init(&sh.p_full, SOFTMAX_THREADS);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -267,7 +289,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 copy_scales(tmem + SFQ_COL + 4 * a, mxfa_tc_sdesc_sf(smem_addr(sh.sfq[a])));
         }
         const uint64_t dp = mxfa_tc_sdesc(smem_addr(sh.p), 16, 1024, MXFA_TC_SWIZZLE_128B);
-        for (int j = 0, s = 0, phase = 0; j < nt; j++) {
+        for (int j = 0, s = 0, phase = 0, blocks = 0; j < nt; j++) {
             bar_wait(&sh.k_full[s], phase);
             tc_fence_after();
             for (int a = 0; a < QA; a++)
@@ -290,10 +312,16 @@ __global__ void __launch_bounds__(THREADS, 1)
             for (int a = 0; a < VA; a++)
                 copy_scales(tmem + SFV_COL + 4 * (VA * s + a), mxfa_tc_sdesc_sf(smem_addr(sh.sfv[s][a])));
             const uint64_t dv = mxfa_tc_sdesc(smem_addr(sh.v[s]), 16, 1024, MXFA_TC_SWIZZLE_128B);
-#pragma unroll
-            for (int kb = 0; kb < BN / 32; kb++) // O += P V^T: 32 keys at a time
+            const bool by_block = slow && j >= jd;
+            for (int kb = 0; kb < BN / 32; kb++) { // O += P V^T: 32 keys at a time
                 mma_mxf8(tmem + O_COL, dp + 2 * kb, dv + 2 * kb, mxfa_tc_idesc_mxf8(0, 0, BM, D, kb, kb),
                          tmem + SFP_COL, tmem + SFV_COL + 4 * VA * s, 1);
+                if (by_block) { // the rows read O between the steps
+                    mma_commit(&sh.o_block);
+                    bar_wait(&sh.o_read, blocks++ & 1);
+                    tc_fence_after();
+                }
+            }
             mma_commit(&sh.v_empty[s]);
             mma_commit(&sh.o_done);
             if (++s == STAGES)
@@ -310,6 +338,34 @@ __global__ void __launch_bounds__(THREADS, 1)
         tmem_wait_st();
         const float NEG_INF = __uint_as_float(0xFF800000u);
         float m = NEG_INF, l = 0.0f;
+        const int64_t i = r0 + row, token = sq.q0 + i;
+        const int64_t lim = causal ? i + sq.lk - sq.lq : sq.lk - 1; // this row's last key
+        // the output: O / l and LSE = (m + log2 l) ln 2, from this row's O in
+        // tensor memory (a warp's rows read together; rows that saw nothing: 0, -Inf)
+        bool written = false;
+        auto write_out = [&](bool mine) {
+            const bool any = l != 0.0f || l != l;
+            for (int q = 0; q < D / 32; q++) {
+                uint32_t v[32];
+                tmem_ld32(lanes + O_COL + 32 * q, v);
+                tmem_wait_ld();
+                if (mine && i < sq.lq)
+#pragma unroll
+                    for (int e = 0; e < 32; e++) {
+                        const float o = any ? __fdiv_rn(__uint_as_float(v[e]), l) : 0.0f;
+                        const int64_t at = token * out.os0 + (int64_t)h * out.os1 + (int64_t)(32 * q + e) * out.os2;
+                        if (out.o_bf16)
+                            reinterpret_cast<uint16_t *>(out.o)[at] = (uint16_t)f32_to_bf16(__float_as_uint(o));
+                        else
+                            reinterpret_cast<float *>(out.o)[at] = o;
+                    }
+            }
+            if (mine && out.lse && i < sq.lq)
+                out.lse[token * out.ls0 + (int64_t)h * out.ls1] =
+                    any ? __fmul_rn(__fadd_rn(m, mx_log2(l)), __uint_as_float(0x3F317218u)) : NEG_INF;
+            written |= mine;
+        };
+        int blocks = 0;
         for (int j = 0; j < nt; j++) {
             bar_wait(&sh.s_full, j & 1);
             tc_fence_after();
@@ -325,7 +381,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
             // x = S * c, keys past the sequence -Inf; the maximum in key order
             // (a NaN score makes the maximum NaN, as in the reference)
-            const int64_t valid = sq.lk - (int64_t)j * BN;
+            const int64_t valid = min(sq.lk - 1, lim) - (int64_t)j * BN + 1; // keys of the tile this row sees
             float m_new = m;
 #pragma unroll
             for (int i = 0; i < BN; i++) {
@@ -333,34 +389,17 @@ __global__ void __launch_bounds__(THREADS, 1)
                 if (x[i] > m_new || x[i] != x[i])
                     m_new = x[i];
             }
-            // the last P V must be done before O is touched (and P rewritten)
-            if (j > 0) {
-                bar_wait(&sh.o_done, (j - 1) & 1);
-                tc_fence_after();
-            }
+            // The reference rescales O and l, then makes P with the new
+            // maximum. P goes first here (into registers, so that x dies
+            // before O's columns are loaded); the order of the arithmetic on
+            // each value is the reference's.
             const bool grows = m_new > m;
-            if (__any_sync(0xFFFFFFFFu, grows)) { // a warp's rows are loaded and stored together
-                const float alpha = grows ? mx_exp2(__fsub_rn(m, m_new)) : 1.0f;
-                const bool clear = grows && m == NEG_INF; // O is +0 in the reference
-#pragma unroll
-                for (int q = 0; q < D / 32; q++) {
-                    uint32_t v[32];
-                    tmem_ld32(lanes + O_COL + 32 * q, v);
-                    tmem_wait_ld();
-#pragma unroll
-                    for (int i = 0; i < 32; i++)
-                        v[i] = clear ? 0u : grows ? __float_as_uint(__fmul_rn(__uint_as_float(v[i]), alpha)) : v[i];
-                    tmem_st32(lanes + O_COL + 32 * q, v);
-                }
-                tmem_wait_st();
-                if (grows) {
-                    l = __fmul_rn(l, alpha);
-                    m = m_new;
-                }
-            }
+            const float alpha = grows ? mx_exp2(__fsub_rn(m, m_new)) : 1.0f;
+            const bool clear = grows && m == NEG_INF; // O is +0 in the reference
+            if (grows)
+                m = m_new;
             // P = exp2((x - m) + 8) in [0, 256], added in key order; its E4M3
-            // codes (scale 2^0: P itself; the 2^-8 is in the scale byte) into
-            // shared memory, 16-byte chunk k of the row at chunk k ^ (row % 8)
+            // codes (scale 2^0: P itself; the 2^-8 is in the scale byte)
             float sum = 0.0f;
             uint32_t codes[BN / 4];
 #pragma unroll
@@ -376,8 +415,29 @@ __global__ void __launch_bounds__(THREADS, 1)
                 else
                     codes[i / 4] |= two << 16;
             }
+            // the last P V must be done before O is touched and P rewritten
+            if (j > 0) {
+                bar_wait(&sh.o_done, (j - 1) & 1);
+                tc_fence_after();
+            }
+            if (__any_sync(0xFFFFFFFFu, grows)) { // a warp's rows are loaded and stored together
+#pragma unroll
+                for (int q = 0; q < D / 32; q++) {
+                    uint32_t v[32];
+                    tmem_ld32(lanes + O_COL + 32 * q, v);
+                    tmem_wait_ld();
+#pragma unroll
+                    for (int i = 0; i < 32; i++)
+                        v[i] = clear ? 0u : grows ? __float_as_uint(__fmul_rn(__uint_as_float(v[i]), alpha)) : v[i];
+                    tmem_st32(lanes + O_COL + 32 * q, v);
+                }
+                tmem_wait_st();
+            }
+            if (grows)
+                l = __fmul_rn(l, alpha);
             if (m_new != NEG_INF) // a row that sees no key of the tile adds nothing (the reference returns early)
                 l = __fadd_rn(l, __fmul_rn(sum, 0.00390625f));
+            // P's codes into shared memory, 16-byte chunk k of the row at chunk k ^ (row % 8)
             uint4 *prow = reinterpret_cast<uint4 *>(sh.p + row * BN);
 #pragma unroll
             for (int k = 0; k < BN / 16; k++)
@@ -385,36 +445,24 @@ __global__ void __launch_bounds__(THREADS, 1)
             fence_to_async_proxy();
             tc_fence_before();
             bar_arrive(&sh.p_full);
+            if (slow && j >= jd) // after each block's step, the rows whose last step it was
+                for (int kb = 0; kb < BN / 32; kb++) {
+                    bar_wait(&sh.o_block, blocks++ & 1);
+                    tc_fence_after();
+                    const bool last = !written && lim >= 0 && min(lim, sq.lk - 1) / 32 == (int64_t)j * (BN / 32) + kb;
+                    if (__any_sync(0xFFFFFFFFu, last))
+                        write_out(last);
+                    tc_fence_before();
+                    bar_arrive(&sh.o_read);
+                }
         }
 
-        // O = O / l, LSE = (m + log2 l) ln 2; rows that saw nothing: 0 and -Inf
+        // the rows not written yet (O is +0 where no key was seen, and O / l is not taken then)
         if (nt > 0) {
             bar_wait(&sh.o_done, (nt - 1) & 1);
             tc_fence_after();
         }
-        const int64_t i = r0 + row;
-        const bool any = l != 0.0f || l != l;
-        const int64_t token = sq.q0 + i;
-        for (int q = 0; q < D / 32; q++) {
-            uint32_t v[32];
-            if (nt > 0) {
-                tmem_ld32(lanes + O_COL + 32 * q, v);
-                tmem_wait_ld();
-            }
-            if (i < sq.lq)
-#pragma unroll
-                for (int e = 0; e < 32; e++) {
-                    const float o = any ? __fdiv_rn(__uint_as_float(v[e]), l) : 0.0f;
-                    const int64_t at = token * out.os0 + (int64_t)h * out.os1 + (int64_t)(32 * q + e) * out.os2;
-                    if (out.o_bf16)
-                        reinterpret_cast<uint16_t *>(out.o)[at] = (uint16_t)f32_to_bf16(__float_as_uint(o));
-                    else
-                        reinterpret_cast<float *>(out.o)[at] = o;
-                }
-        }
-        if (out.lse && i < sq.lq)
-            out.lse[token * out.ls0 + (int64_t)h * out.ls1] =
-                any ? __fmul_rn(__fadd_rn(m, mx_log2(l)), __uint_as_float(0x3F317218u)) : NEG_INF;
+        write_out(!written);
     }
     __syncwarp();
     tc_fence_before();
@@ -463,6 +511,7 @@ template <int D> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_
     cudaError_t e = cudaSuccess;
     uint8_t *qc, *qsb, *kc, *ksb, *vc, *vsb, *qp, *kp, *vt, *qa, *ka, *va;
     seq_info *dseqs;
+    int *v_nan;
     const size_t sizes[] = {(size_t)(tq * hq * D), (size_t)(tq * hq * KB), (size_t)(tk * hkv * D),
                             (size_t)(tk * hkv * KB), (size_t)(tk * hkv * D), (size_t)(vblocks * hkv * D)};
     uint8_t **bufs[] = {&qc, &qsb, &kc, &ksb, &vc, &vsb};
@@ -474,7 +523,8 @@ template <int D> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_
         total += round_up((int64_t)sizes[i] + 16, 256);
     uint8_t *base = nullptr, *pbase = nullptr;
     if ((e = mem.get(&base, total)) != cudaSuccess || (e = mem.get(&pbase, packed)) != cudaSuccess ||
-        (e = mem.get(&dseqs, sizeof(seq_info) * (size_t)batch)) != cudaSuccess) {
+        (e = mem.get(&dseqs, sizeof(seq_info) * (size_t)batch)) != cudaSuccess ||
+        (e = mem.get(&v_nan, sizeof(int) * (size_t)(hkv * k_rows / BN))) != cudaSuccess) {
         free(seqs), free(vsegs);
         return e;
     }
@@ -485,8 +535,10 @@ template <int D> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_
     qp = pbase, kp = qp + hq * q_rows * D, vt = kp + hkv * k_rows * D;
     qa = vt + hkv * k_rows * D, ka = qa + hq * q_rows / 128 * QA * SF_ATOM, va = ka + hkv * k_rows / 128 * QA * SF_ATOM;
     e = cudaMemcpyAsync(dseqs, seqs, sizeof(seq_info) * (size_t)batch, cudaMemcpyHostToDevice, stream);
-    if (e == cudaSuccess) // pack_v leaves the rows of V^T's atoms past D
+    if (e == cudaSuccess) // pack_v leaves the rows of V^T's atoms past D, and sets the flags of tiles with a NaN
         e = cudaMemsetAsync(va, 0, v_atoms, stream);
+    if (e == cudaSuccess)
+        e = cudaMemsetAsync(v_nan, 0, sizeof(int) * (size_t)(hkv * k_rows / BN), stream);
 
     auto head = [&](const nd3 &x, int64_t hh) {
         return dview{x.base + hh * x.s1 * esz(x), x.n0, D, x.s0, x.s2, x.dtype};
@@ -519,7 +571,7 @@ template <int D> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_
         pack_rows<D><<<dim3((unsigned)(k_rows / 128), (unsigned)hkv), 128, 0, stream>>>(kc, ksb, dseqs, batch, true,
                                                                                       hkv, k_rows, kp, ka);
         pack_v<D><<<dim3((unsigned)(k_rows / 32), (unsigned)hkv), D, 0, stream>>>(vc, vsb, dseqs, batch, hkv, k_rows,
-                                                                                vt, va);
+                                                                                vt, va, v_nan);
     }
     if ((e = cudaGetLastError()) != cudaSuccess) {
         free(seqs);
@@ -549,7 +601,7 @@ template <int D> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_
     const float c = a.softmax_scale * log2e; // one fp32 product, as the reference computes it
     const attn_out out = {a.o.base, a.o.s0, a.o.s1, a.o.s2, a.o.dtype == MXFA_BF16, a.lse, a.ls0, a.ls1};
     attn_fwd_sm100<D><<<dim3((unsigned)tiles, (unsigned)hq), THREADS, SMEM_BYTES<D>, stream>>>(
-        maps[0], maps[1], maps[2], qa, ka, va, dseqs, batch, (int)(hq / hkv), q_rows, k_rows, c, out);
+        maps[0], maps[1], maps[2], qa, ka, va, dseqs, batch, (int)(hq / hkv), q_rows, k_rows, v_nan, a.causal, c, out);
     return cudaGetLastError();
 }
 
