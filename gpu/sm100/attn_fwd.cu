@@ -68,9 +68,13 @@ template <int D> struct dims {
     static constexpr int SWIZZLE = PW == 128 ? MXFA_TC_SWIZZLE_128B : MXFA_TC_SWIZZLE_64B, SBO = 8 * PW;
     // tensor memory: S in columns [0, 128), O in [128, 128 + D), then the
     // scale words of Q, K (a set a stage), P and V (a set a stage)
-    static constexpr uint32_t TMEM_COLS = 512, S_COL = 0, O_COL = BN, SFQ_COL = BN + D, SFK_COL = SFQ_COL + 4 * QA,
-                              SFP_COL = SFK_COL + 4 * QA * STAGES, SFV_COL = SFP_COL + 4;
-    static_assert(SFV_COL + 4 * VA * STAGES <= TMEM_COLS, "tensor memory layout");
+    static constexpr uint32_t S_COL = 0, O_COL = BN, SFQ_COL = BN + D, SFK_COL = SFQ_COL + 4 * QA,
+                              SFP_COL = SFK_COL + 4 * QA * STAGES, SFV_COL = SFP_COL + 4,
+                              USED = SFV_COL + 4 * VA * STAGES;
+    // a power of two (the allocation's unit): 256 at D = 64, so that the
+    // CTAs that shared memory lets share an SM need not wait for each other's
+    static constexpr uint32_t TMEM_COLS = USED <= 256 ? 256 : 512;
+    static_assert(USED <= TMEM_COLS, "tensor memory layout");
 #endif
 };
 #ifdef MXFA_SM100_CODE
@@ -225,15 +229,16 @@ __global__ void __launch_bounds__(THREADS, 1)
     const seq_info sq = seqs[b];
     const int64_t r0 = (int64_t)(tile - sq.first_tile) * BM;
     // Key tiles in order up to the last row's limit (causal: bottom-right,
-    // query i sees keys up to i + lk - lq). The tiles from jd on cross the
-    // first row's limit: there some rows take a block's step and others
-    // skip it. A skipped step runs here with P = 0, a no-op unless V holds a
+    // query i sees keys up to i + lk - lq). Every row sees all of the tiles
+    // before jd; from tile jd on (the one that holds the first row's limit)
+    // some rows take a block's step and others skip it, and every row's
+    // last step is in one of them. A skipped step runs here with P = 0, a no-op unless V holds a
     // NaN in the tile; then (slow) the P V steps of those tiles go one block
     // at a time, and each row writes its output right after its last step.
     const int64_t nr = min((int64_t)BM, sq.lq - r0), lim_first = r0 + sq.lk - sq.lq, lim_last = lim_first + nr - 1;
     const int64_t tiles_k = (sq.lk + BN - 1) / BN;
     const int nt = (int)(!causal ? tiles_k : lim_last < 0 ? 0 : min(tiles_k, lim_last / BN + 1));
-    const int jd = !causal ? nt : lim_first + 1 <= 0 ? 0 : (int)min((int64_t)nt, (lim_first + 1) / BN);
+    const int jd = !causal ? nt : lim_first < 0 ? 0 : (int)min((int64_t)nt, lim_first / BN);
     bool slow = false;
     for (int j = jd; j < nt; j++)
         slow |= v_nan[(h / group) * (k_rows / BN) + sq.k_off / BN + j] != 0;
@@ -501,7 +506,9 @@ template <int D> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_
         tiles += (s.lq + BM - 1) / BM;
         vsegs[b] = {s.k0, s.lk, s.v_block};
     }
-    if (tiles == 0 || tiles > INT32_MAX || hq > 65535) {
+    // the grid, and the tensor-memory accelerator's coordinates (32-bit)
+    if (tiles == 0 || tiles > INT32_MAX || hq > 65535 || hq * q_rows > INT32_MAX || hkv * (k_rows + BN) > INT32_MAX ||
+        hkv * D > INT32_MAX) {
         free(seqs), free(vsegs);
         return tiles == 0 ? cudaSuccess : cudaErrorInvalidValue;
     }
