@@ -377,10 +377,9 @@ mxfa_status attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_n
         return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend computes the sm90-fp8 and sm100 models "
                     "only (use the cpu or ref backend for the others)");
     const bool blackwell = p->model == MXFA_MODEL_SM100;
-    if (blackwell && (p->causal == MXFA_CAUSAL || p->p_scale != MXFA_P_CONST))
-        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend's sm100 kernel takes no mask or the plain "
-                    "causal one, and const P, so far (got %s; use the cpu or ref backend)",
-                    p->causal == MXFA_CAUSAL ? "the leak-free causal mask" : "dynamic P");
+    if (blackwell && p->p_scale != MXFA_P_CONST)
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend's sm100 kernel takes const P so far (got "
+                    "dynamic P; use the cpu or ref backend)");
     if (q->shape[2] != 64 && q->shape[2] != 128 && q->shape[2] != 256)
         return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend's kernel takes D = 64, 128 and 256 "
                     "(got %lld)", (long long)q->shape[2]);

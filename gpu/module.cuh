@@ -82,7 +82,7 @@ struct attn_fwd_args {
 };
 cudaError_t launch_attn_fwd_sm90(const attn_fwd_args &a, cudaStream_t stream);
 // The same under the sm100 model (gpu/sm100/attn_fwd.cu), on a Blackwell
-// GPU: no mask or the plain causal one, const P.
+// GPU: every mask, const P.
 cudaError_t launch_attn_fwd_sm100(const attn_fwd_args &a, cudaStream_t stream);
 
 // Attention backward under sm90-fp8 or sm90-bf16 (gpu/sm90/attn_bwd.cu), on

@@ -5,9 +5,10 @@
 # compile of our own where there is none), their resource use is printed
 # as a diagnostic (docs/BLACKWELL.md records it), and where cuobjdump is
 # installed the machine code holds the tensor-core instructions the design
-# names: the block-scaled MMA (UTCQMMA), the scale copy into tensor memory
+# names: the block-scaled MMA (UTCQMMA), the bf16 one of the leak-free
+# mask's diagonal blocks (UTCHMMA), the scale copy into tensor memory
 # (UTCCP), the commit to an mbarrier (UTCBAR) and the tensor-memory loads
-# (LDTM). SKIP without nvcc (configure --with-cuda).
+# and stores (LDTM, STTM). SKIP without nvcc (configure --with-cuda).
 if [ -z "${NVCC:-}" ]; then
     echo "1..0 # SKIP nvcc is not configured (configure --with-cuda)"
     exit 0
@@ -17,7 +18,7 @@ src=${MXFA_SRCDIR:-..}
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 # file, then the SASS mnemonics its sm_100a code must contain
-kernels="gemm_mxf8:UTCQMMA,UTCCP,UTCBAR,LDTM,STTM attn_fwd:UTCQMMA,UTCCP,UTCBAR,LDTM,STTM"
+kernels="gemm_mxf8:UTCQMMA,UTCCP,UTCBAR,LDTM,STTM attn_fwd:UTCQMMA,UTCHMMA,UTCCP,UTCBAR,LDTM,STTM"
 echo "1..$(( $(echo $kernels | wc -w) * 3 ))"
 cuobjdump=$(command -v cuobjdump || { [ -n "$NVCC" ] && d=$(dirname "$(command -v "$NVCC")") && [ -x "$d/cuobjdump" ] && echo "$d/cuobjdump"; })
 n=0

@@ -1,8 +1,9 @@
 // MXFP8 attention forward under the sm100 model on a Blackwell GPU, bit for
 // bit the algorithm of cpu/ref/attn_fwd.c (SPEC section 6), with its
 // geometry of 128-row query tiles and 128-key tiles. This first kernel
-// takes D = 64, 128 and 256, no mask or the plain causal one, and const P;
-// the backend refuses the rest (the leak-free mask, dynamic P).
+// takes D = 64, 128 and 256, no mask, the plain causal mask or the leak-free
+// one (whose diagonal blocks take P / 256 and V in bf16, kind::f16 k16
+// steps on the same accumulator), and const P; the backend refuses dynamic P.
 //
 // Before the kernel, Q and K are quantized along D (row blocks) and V along
 // the keys (col blocks restarting at every sequence) by the backend's
@@ -54,15 +55,18 @@ namespace {
 
 using namespace sm100;
 
-constexpr int BM = 128, BN = 128, STAGES = 2;
+constexpr int BM = 128, BN = 128;
 constexpr int SOFTMAX_THREADS = 128, THREADS = SOFTMAX_THREADS + 64; // warps 0-3, the producer, the MMA warp
 constexpr int SF_ATOM = 512;
 // What depends on the head dim: Q and K rows in panels of PW bytes (one
 // 128-byte panel at D = 128, two at 256, one of 64 bytes at 64), KB blocks
 // of 32 along D, QA scale atoms a 128-row tile of Q or K (4 blocks an atom),
-// VA atoms a key tile of V (128 rows of V^T an atom).
-template <int D> struct dims {
+// VA atoms a key tile of V (128 rows of V^T an atom). K and V go through
+// two stages, one at D = 256 with the leak-free mask (LEAK), whose bf16
+// copies of P and V leave no room for a second.
+template <int D, bool LEAK = false> struct dims {
     static constexpr int PW = D < 128 ? D : 128, PANELS = D / PW, KB = D / 32, QA = (KB + 3) / 4, VA = (D + 127) / 128;
+    static constexpr int STAGES = D == 256 && LEAK ? 1 : 2;
 #ifdef MXFA_SM100_CODE
     // the swizzle of Q and K: 128 bytes (atoms of 8 rows: 1024 bytes), or 64 bytes at D = 64 (512)
     static constexpr int SWIZZLE = PW == 128 ? MXFA_TC_SWIZZLE_128B : MXFA_TC_SWIZZLE_64B, SBO = 8 * PW;
@@ -99,18 +103,28 @@ struct attn_out {
     int64_t ls0, ls1;
 };
 
-template <int D> struct __align__(1024) attn_shared {
-    using dm = dims<D>;
+// The leak-free mask's diagonal blocks: P / 256 and V in bf16, a block of 32
+// keys as 64-byte rows in 64-byte swizzle (P: 128 rows; V^T: D rows).
+template <int D, bool LEAK> struct bf16_blocks {
+    uint8_t p[BN / 32][BM * 64];
+    uint8_t v[dims<D, LEAK>::STAGES][BN / 32][D * 64];
+};
+template <int D> struct bf16_blocks<D, false> {};
+
+template <int D, bool LEAK> struct __align__(1024) attn_shared {
+    using dm = dims<D, LEAK>;
+    static constexpr int STAGES = dm::STAGES;
     uint8_t q[dm::PANELS][BM * dm::PW]; // panels of 128 rows, swizzled
     uint8_t k[STAGES][dm::PANELS][BN * dm::PW];
     uint8_t v[STAGES][D * BN]; // V^T: D rows of 128 keys, 128-byte swizzle
     uint8_t p[BM * BN];        // P's codes, written by the softmax threads in the same swizzle
+    bf16_blocks<D, LEAK> bf;
     uint8_t sfq[dm::QA][SF_ATOM], sfk[STAGES][dm::QA][SF_ATOM], sfv[STAGES][dm::VA][SF_ATOM];
     uint64_t q_full, k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
     uint64_t s_full, p_full, o_done, o_block, o_read; // the last two: the slow tiles' block steps
     uint32_t tmem;
 };
-template <int D> constexpr size_t SMEM_BYTES = sizeof(attn_shared<D>) + 1024;
+template <int D, bool LEAK> constexpr size_t SMEM_BYTES = sizeof(attn_shared<D, LEAK>) + 1024;
 
 // ---- packing (before the kernel) ----
 
@@ -195,12 +209,54 @@ __global__ void pack_v(const uint8_t *codes, const uint8_t *scales, const seq_in
         nan_tiles[h * (rows / 128) + tile] = 1;
 }
 
+// V as bf16 for the leak-free mask's diagonal blocks: V^T [H][D][rows]
+// (zeros past a sequence's end), each value the input's rounded to nearest
+// even, as the reference takes it; a tile holding a NaN or an Inf is flagged
+// (a P = 0 step on it is not a no-op). Grid x over the blocks of 32 packed
+// keys, y over the heads; a thread per d.
+template <int D>
+__global__ void pack_v_bf16(nd3 v, const seq_info *seqs, int batch, int64_t rows, uint16_t *out, int *nan_tiles)
+{
+    const int64_t p0 = (int64_t)blockIdx.x * 32, h = blockIdx.y;
+    const int d = (int)threadIdx.x;
+    const int b = last_at_or_below(batch, p0, [&](int s) { return seqs[s].k_off; });
+    const int64_t j0 = p0 - seqs[b].k_off;
+    uint32_t w[16] = {};
+    bool bad = false;
+    for (int j = 0; j < 32; j++) {
+        if (j0 + j >= seqs[b].lk)
+            break;
+        const int64_t at = (seqs[b].k0 + j0 + j) * v.s0 + h * v.s1 + (int64_t)d * v.s2;
+        const uint32_t bf = v.dtype == MXFA_BF16 ? reinterpret_cast<const uint16_t *>(v.base)[at]
+                                                 : f32_to_bf16(reinterpret_cast<const uint32_t *>(v.base)[at]);
+        bad |= (bf & 0x7F80u) == 0x7F80u;
+        w[j / 2] |= bf << (16 * (j % 2));
+    }
+    uint4 *dst = reinterpret_cast<uint4 *>(out + (h * D + d) * rows + p0);
+    for (int i = 0; i < 4; i++)
+        dst[i] = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+    if (__syncthreads_or(bad) && d == 0)
+        nan_tiles[h * (rows / 128) + p0 / 128] = 1;
+}
+
 // ---- the kernel ----
 
 #ifdef MXFA_SM100_CODE
 __device__ __forceinline__ void tmem_st4(uint32_t taddr, uint32_t v)
 {
     asm volatile("tcgen05.st.sync.aligned.32x32b.x4.b32 [%0], {%1, %1, %1, %1};" ::"r"(taddr), "r"(v) : "memory");
+}
+
+// A P code (E4M3, never negative) divided by 256, as bf16: exact (four
+// significant bits, 2^-17 at the least); NaN for 0x7F.
+__device__ __forceinline__ uint32_t e4m3_over_256_bf16(uint32_t code)
+{
+    if ((code & 0x7Fu) == 0x7Fu)
+        return 0x7FC0u;
+    const uint32_t e = code >> 3 & 0xFu, m = code & 7u;
+    // (e ? 8 + m : m) * 2^((e ? e - 10 : -9) - 8)
+    const float unit = __uint_as_float((uint32_t)(127 + (e ? (int)e - 10 : -9) - 8) << 23);
+    return __float_as_uint(__fmul_rn((float)(e ? 8 + m : m), unit)) >> 16;
 }
 
 // Makes this thread's writes to shared memory visible to the tensor cores.
@@ -210,20 +266,21 @@ __device__ __forceinline__ void fence_to_async_proxy()
 }
 #endif
 
-template <int D>
+template <int D, bool LEAK>
 __global__ void __launch_bounds__(THREADS, 1)
     attn_fwd_sm100(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
-                   const __grid_constant__ CUtensorMap map_v, const uint8_t *q_sf, const uint8_t *k_sf,
+                   const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_vbf,
+                   const uint8_t *q_sf, const uint8_t *k_sf,
                    const uint8_t *v_sf, const seq_info *seqs, int batch, int group, int64_t q_rows, int64_t k_rows,
                    const int *v_nan, bool causal, float c, attn_out out)
 {
 #ifdef MXFA_SM100_CODE
-    using dm = dims<D>;
-    constexpr int PW = dm::PW, KB = dm::KB, QA = dm::QA, VA = dm::VA;
+    using dm = dims<D, LEAK>;
+    constexpr int PW = dm::PW, KB = dm::KB, QA = dm::QA, VA = dm::VA, STAGES = dm::STAGES;
     constexpr uint32_t TMEM_COLS = dm::TMEM_COLS, S_COL = dm::S_COL, O_COL = dm::O_COL, SFQ_COL = dm::SFQ_COL,
                        SFK_COL = dm::SFK_COL, SFP_COL = dm::SFP_COL, SFV_COL = dm::SFV_COL;
     extern __shared__ uint8_t raw[];
-    attn_shared<D> &sh = aligned_shared<attn_shared<D>>(raw);
+    attn_shared<D, LEAK> &sh = aligned_shared<attn_shared<D, LEAK>>(raw);
     const int tile = (int)blockIdx.x, h = (int)blockIdx.y, kvh = h / group;
     const int b = last_at_or_below(batch, tile, [&](int s) { return seqs[s].first_tile; });
     const seq_info sq = seqs[b];
@@ -242,6 +299,19 @@ __global__ void __launch_bounds__(THREADS, 1)
     bool slow = false;
     for (int j = jd; j < nt; j++)
         slow |= v_nan[(h / group) * (k_rows / BN) + sq.k_off / BN + j] != 0;
+    // The leak-free mask: a block of keys that some row of the query tile
+    // sees only in part takes P / 256 and V in bf16 (kind::f16 k16 steps on
+    // the same accumulator), so that no V scale spans the diagonal. Bit b
+    // of diagonal(j): block b of key tile j.
+    auto diagonal = [&](int j) {
+        unsigned bits = 0;
+        for (int bk = 0; LEAK && bk < BN / 32; bk++) {
+            const int64_t kb0 = (int64_t)j * BN + 32 * bk, klast = min(kb0 + 31, sq.lk - 1);
+            if (kb0 < sq.lk && lim_first < klast && lim_last >= kb0)
+                bits |= 1u << bk;
+        }
+        return bits;
+    };
     const int tid = (int)threadIdx.x, warp = tid / 32;
 
     if (tid == 0) {
@@ -280,9 +350,15 @@ __global__ void __launch_bounds__(THREADS, 1)
             bulk_load(sh.sfk[s], k_sf + key_tile * QA * SF_ATOM, QA * SF_ATOM, &sh.k_full[s]);
             if (j >= STAGES)
                 bar_wait(&sh.v_empty[s], phase ^ 1);
-            bar_expect(&sh.v_full[s], D * BN + VA * SF_ATOM);
+            const unsigned diag = diagonal(j);
+            bar_expect(&sh.v_full[s], D * BN + VA * SF_ATOM + (diag ? BN / 32 * D * 64 : 0));
             tma_load(sh.v[s], &map_v, (int)(sq.k_off + (int64_t)j * BN), kvh * D, &sh.v_full[s]);
             bulk_load(sh.sfv[s], v_sf + key_tile * VA * SF_ATOM, VA * SF_ATOM, &sh.v_full[s]);
+            if constexpr (LEAK)
+                if (diag)
+                    for (int bk = 0; bk < BN / 32; bk++)
+                        tma_load(sh.bf.v[s][bk], &map_vbf, (int)(sq.k_off + (int64_t)j * BN + 32 * bk), kvh * D,
+                                 &sh.v_full[s]);
             if (++s == STAGES)
                 s = 0, phase ^= 1;
         }
@@ -318,9 +394,21 @@ __global__ void __launch_bounds__(THREADS, 1)
                 copy_scales(tmem + SFV_COL + 4 * (VA * s + a), mxfa_tc_sdesc_sf(smem_addr(sh.sfv[s][a])));
             const uint64_t dv = mxfa_tc_sdesc(smem_addr(sh.v[s]), 16, 1024, MXFA_TC_SWIZZLE_128B);
             const bool by_block = slow && j >= jd;
+            const unsigned diag = diagonal(j);
             for (int kb = 0; kb < BN / 32; kb++) { // O += P V^T: 32 keys at a time
-                mma_mxf8(tmem + O_COL, dp + 2 * kb, dv + 2 * kb, mxfa_tc_idesc_mxf8(0, 0, BM, D, kb, kb),
-                         tmem + SFP_COL, tmem + SFV_COL + 4 * VA * s, 1);
+                if (LEAK && (diag >> kb & 1u)) {
+                    // two bf16 k16 steps (32 bytes, 2 in the address field, each); the second is a no-op
+                    // where the reference takes one (16 keys or fewer): zero products, and O is never -0
+                    if constexpr (LEAK) {
+                        const uint64_t pa = mxfa_tc_sdesc(smem_addr(sh.bf.p[kb]), 16, 512, MXFA_TC_SWIZZLE_64B);
+                        const uint64_t vb = mxfa_tc_sdesc(smem_addr(sh.bf.v[s][kb]), 16, 512, MXFA_TC_SWIZZLE_64B);
+                        mma_bf16(tmem + O_COL, pa, vb, mxfa_tc_idesc_bf16(BM, D), 1);
+                        mma_bf16(tmem + O_COL, pa + 2, vb + 2, mxfa_tc_idesc_bf16(BM, D), 1);
+                    }
+                } else {
+                    mma_mxf8(tmem + O_COL, dp + 2 * kb, dv + 2 * kb, mxfa_tc_idesc_mxf8(0, 0, BM, D, kb, kb),
+                             tmem + SFP_COL, tmem + SFV_COL + 4 * VA * s, 1);
+                }
                 if (by_block) { // the rows read O between the steps
                     mma_commit(&sh.o_block);
                     bar_wait(&sh.o_read, blocks++ & 1);
@@ -447,6 +535,31 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
             for (int k = 0; k < BN / 16; k++)
                 prow[k ^ (row % 8)] = make_uint4(codes[4 * k], codes[4 * k + 1], codes[4 * k + 2], codes[4 * k + 3]);
+            if constexpr (LEAK) { // the diagonal blocks' P / 256 in bf16: 64-byte rows, chunk c at c ^ (row / 2 % 4)
+                const unsigned diag = diagonal(j);
+                for (int bk = 0; bk < BN / 32; bk++) {
+                    if (!(diag >> bk & 1u))
+                        continue;
+                    // the block's codes back from this thread's row of P (chunks 2 bk, 2 bk + 1),
+                    // so that the registers that made them are free by now
+                    uint4 *brow = reinterpret_cast<uint4 *>(sh.bf.p[bk] + row * 64);
+#pragma unroll
+                    for (int half = 0; half < 2; half++) {
+                        const uint4 q4 = prow[(2 * bk + half) ^ (row % 8)];
+                        const uint32_t in[4] = {q4.x, q4.y, q4.z, q4.w};
+#pragma unroll
+                        for (int c4 = 0; c4 < 2; c4++) { // 16 bytes of bf16: 8 keys
+                            uint32_t w[4];
+#pragma unroll
+                            for (int t = 0; t < 4; t++) {
+                                const uint32_t two = in[2 * c4 + t / 2] >> (16 * (t % 2));
+                                w[t] = e4m3_over_256_bf16(two & 0xFFu) | e4m3_over_256_bf16(two >> 8 & 0xFFu) << 16;
+                            }
+                            brow[(2 * half + c4) ^ (row / 2 % 4)] = make_uint4(w[0], w[1], w[2], w[3]);
+                        }
+                    }
+                }
+            }
             fence_to_async_proxy();
             tc_fence_before();
             bar_arrive(&sh.p_full);
@@ -484,9 +597,9 @@ int64_t esz(const nd3 &x)
     return esize(x.dtype);
 }
 
-template <int D> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_t stream)
+template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_t stream)
 {
-    using dm = dims<D>;
+    using dm = dims<D, LEAK>;
     constexpr int KB = dm::KB, QA = dm::QA, VA = dm::VA;
     const int64_t tq = a.q.n0, tk = a.k.n0, hq = a.q.n1, hkv = a.k.n1;
     const int batch = a.batch;
@@ -519,6 +632,7 @@ template <int D> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_
     uint8_t *qc, *qsb, *kc, *ksb, *vc, *vsb, *qp, *kp, *vt, *qa, *ka, *va;
     seq_info *dseqs;
     int *v_nan;
+    uint16_t *vbf = nullptr; // the leak-free mask's bf16 V^T
     const size_t sizes[] = {(size_t)(tq * hq * D), (size_t)(tq * hq * KB), (size_t)(tk * hkv * D),
                             (size_t)(tk * hkv * KB), (size_t)(tk * hkv * D), (size_t)(vblocks * hkv * D)};
     uint8_t **bufs[] = {&qc, &qsb, &kc, &ksb, &vc, &vsb};
@@ -531,7 +645,8 @@ template <int D> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_
     uint8_t *base = nullptr, *pbase = nullptr;
     if ((e = mem.get(&base, total)) != cudaSuccess || (e = mem.get(&pbase, packed)) != cudaSuccess ||
         (e = mem.get(&dseqs, sizeof(seq_info) * (size_t)batch)) != cudaSuccess ||
-        (e = mem.get(&v_nan, sizeof(int) * (size_t)(hkv * k_rows / BN))) != cudaSuccess) {
+        (e = mem.get(&v_nan, sizeof(int) * (size_t)(hkv * k_rows / BN))) != cudaSuccess ||
+        (LEAK && (e = mem.get(&vbf, sizeof(uint16_t) * (size_t)(hkv * D * k_rows))) != cudaSuccess)) {
         free(seqs), free(vsegs);
         return e;
     }
@@ -579,13 +694,16 @@ template <int D> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_
                                                                                       hkv, k_rows, kp, ka);
         pack_v<D><<<dim3((unsigned)(k_rows / 32), (unsigned)hkv), D, 0, stream>>>(vc, vsb, dseqs, batch, hkv, k_rows,
                                                                                 vt, va, v_nan);
+        if (LEAK)
+            pack_v_bf16<D><<<dim3((unsigned)(k_rows / 32), (unsigned)hkv), D, 0, stream>>>(a.v, dseqs, batch, k_rows,
+                                                                                     vbf, v_nan);
     }
     if ((e = cudaGetLastError()) != cudaSuccess) {
         free(seqs);
         return e;
     }
 
-    CUtensorMap maps[3];
+    CUtensorMap maps[4];
     memset(maps, 0, sizeof maps);
     const CUtensorMapSwizzle qk_swizzle = dm::PW == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
     if ((e = tensor_map(&maps[0], CU_TENSOR_MAP_DATA_TYPE_UINT8, qp, D, (uint64_t)(hq * q_rows), D, dm::PW, BM,
@@ -593,22 +711,25 @@ template <int D> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_
         (e = tensor_map(&maps[1], CU_TENSOR_MAP_DATA_TYPE_UINT8, kp, D, (uint64_t)(hkv * k_rows), D, dm::PW, BN,
                         qk_swizzle)) != cudaSuccess ||
         (e = tensor_map(&maps[2], CU_TENSOR_MAP_DATA_TYPE_UINT8, vt, (uint64_t)k_rows, (uint64_t)(hkv * D),
-                        (uint64_t)k_rows, BN, D, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess) {
+                        (uint64_t)k_rows, BN, D, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess ||
+        (LEAK && (e = tensor_map(&maps[3], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, vbf, (uint64_t)k_rows, (uint64_t)(hkv * D),
+                                 (uint64_t)k_rows * 2, 32, D, CU_TENSOR_MAP_SWIZZLE_64B)) != cudaSuccess)) {
         free(seqs);
         return e;
     }
     free(seqs);
     // on every launch: the attribute belongs to the current device
-    if ((e = cudaFuncSetAttribute(attn_fwd_sm100<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES<D>)) !=
-        cudaSuccess)
+    if ((e = cudaFuncSetAttribute(attn_fwd_sm100<D, LEAK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  SMEM_BYTES<D, LEAK>)) != cudaSuccess)
         return e;
     const uint32_t log2e_bits = 0x3FB8AA3Bu; // fl(log2 e)
     float log2e;
     memcpy(&log2e, &log2e_bits, 4);
     const float c = a.softmax_scale * log2e; // one fp32 product, as the reference computes it
     const attn_out out = {a.o.base, a.o.s0, a.o.s1, a.o.s2, a.o.dtype == MXFA_BF16, a.lse, a.ls0, a.ls1};
-    attn_fwd_sm100<D><<<dim3((unsigned)tiles, (unsigned)hq), THREADS, SMEM_BYTES<D>, stream>>>(
-        maps[0], maps[1], maps[2], qa, ka, va, dseqs, batch, (int)(hq / hkv), q_rows, k_rows, v_nan, a.causal, c, out);
+    attn_fwd_sm100<D, LEAK><<<dim3((unsigned)tiles, (unsigned)hq), THREADS, SMEM_BYTES<D, LEAK>, stream>>>(
+        maps[0], maps[1], maps[2], maps[3], qa, ka, va, dseqs, batch, (int)(hq / hkv), q_rows, k_rows, v_nan, a.causal,
+        c, out);
     return cudaGetLastError();
 }
 
@@ -617,9 +738,9 @@ template <int D> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_
 cudaError_t launch_attn_fwd_sm100(const attn_fwd_args &a, cudaStream_t stream)
 {
     switch (a.q.n2) {
-    case 64: return launch_attn_fwd<64>(a, stream);
-    case 128: return launch_attn_fwd<128>(a, stream);
-    case 256: return launch_attn_fwd<256>(a, stream);
+    case 64: return a.leak_free ? launch_attn_fwd<64, true>(a, stream) : launch_attn_fwd<64, false>(a, stream);
+    case 128: return a.leak_free ? launch_attn_fwd<128, true>(a, stream) : launch_attn_fwd<128, false>(a, stream);
+    case 256: return a.leak_free ? launch_attn_fwd<256, true>(a, stream) : launch_attn_fwd<256, false>(a, stream);
     default: return cudaErrorInvalidValue; // the backend refuses other head dims with its own words
     }
 }
