@@ -2,7 +2,8 @@
  * mxfa bench on a backend with device memory: attention forward and
  * backward at the shapes of the H200 baselines (../shared/bench/h200_baselines.py, run in
  * the same session for the ratios), on bf16 Q, K and V drawn from a standard
- * normal in device memory, under the sm90-fp8 model with const P. The
+ * normal in device memory, under the sm90-fp8 model (sm100 on a Blackwell
+ * GPU) with const P. The
  * quantization of Q, K and V, done inside each call as the kernel needs it,
  * is also timed on its own: the same quantizations through the public API
  * (Q and K as [tokens x H] rows of D, V as [tokens] x [H x D] in col blocks
@@ -101,12 +102,16 @@ static mxfa_status run_one(void *arg)
 /* The table of one pass, a row a shape. */
 static int bench_pass(const char *cmd, mxfa_ctx *ctx, int reps, int backward)
 {
+    int arch = 0;
+    const mxfa_model model =
+        mxfa_device_info(ctx, &arch, NULL, 0) == MXFA_OK && arch == 100 ? MXFA_MODEL_SM100 : MXFA_MODEL_SM90_FP8;
     if (backward)
-        printf("\nattention backward, sm90-fp8, const P, bf16 in and out, device memory "
-               "(TFLOP/s: 2.5 times the forward pass's count)\n");
+        printf("\nattention backward, %s, const P, bf16 in and out, device memory "
+               "(TFLOP/s: 2.5 times the forward pass's count)\n", mxfa_model_name(model));
     else
-        printf("\nattention forward, sm90-fp8, const P, bf16 in and out, device memory "
-               "(TFLOP/s: 4 B H S^2 D, half when causal; c: the leak-free causal mask, cp: the plain one)\n");
+        printf("\nattention forward, %s, const P, bf16 in and out, device memory "
+               "(TFLOP/s: 4 B H S^2 D, half when causal; c: the leak-free causal mask, cp: the plain one)\n",
+               mxfa_model_name(model));
     printf("%-26s %10s %10s %14s %12s %18s\n", "shape B,H,S,D", "ms", "TFLOP/s", "quantize ms", "of the call",
            "TFLOP/s without it");
     int rc = 0;
@@ -117,7 +122,7 @@ static int bench_pass(const char *cmd, mxfa_ctx *ctx, int reps, int backward)
         memset(&a, 0, sizeof a);
         a.ctx = ctx, a.sh = s;
         mxfa_attn_params_default(&a.p);
-        a.p.model = MXFA_MODEL_SM90_FP8;
+        a.p.model = model;
         a.p.causal = s->causal;
         void **bufs[] = {&a.q, &a.k, &a.v, &a.o, &a.lse, &a.codes, &a.scales, &a.dout, &a.dq, &a.dk, &a.dv};
         const int nbufs = backward ? 11 : 7;
