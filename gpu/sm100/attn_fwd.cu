@@ -18,7 +18,8 @@
 //
 // The kernel runs one CTA per (query tile, query head), with six warps:
 // - Warp 4 streams the tiles through the tensor-memory accelerator: Q once,
-//   then K and V^T a key tile at a time through two stages each.
+//   then K and V^T a key tile at a time through two stages each (one at
+//   D = 256 with the leak-free mask, for room).
 // - Warp 5 allocates tensor memory and issues the MMAs. For each key tile:
 //   - S = Q K^T, D / 32 block-scaled instructions along D, from zero;
 //   - after the softmax has made P, O += P V^T, four instructions along
@@ -44,6 +45,8 @@
 // sees a key writes O = 0. That gives the reference's bits either way.
 //
 // Not yet run on Blackwell hardware; `mxfa selftest` checks it there.
+#include <cstddef>
+
 #include <cuda_fp8.h>
 
 #include "blackwell.cuh"
@@ -118,13 +121,28 @@ template <int D, bool LEAK> struct __align__(1024) attn_shared {
     uint8_t k[STAGES][dm::PANELS][BN * dm::PW];
     uint8_t v[STAGES][D * BN]; // V^T: D rows of 128 keys, 128-byte swizzle
     uint8_t p[BM * BN];        // P's codes, written by the softmax threads in the same swizzle
-    bf16_blocks<D, LEAK> bf;
-    uint8_t sfq[dm::QA][SF_ATOM], sfk[STAGES][dm::QA][SF_ATOM], sfv[STAGES][dm::VA][SF_ATOM];
+    bf16_blocks<D, LEAK> bf; // an empty member still takes a byte: what follows is aligned explicitly
+    // scale atoms: the bulk copies and tcgen05.cp's descriptor need 16-byte alignment
+    alignas(128) uint8_t sfq[dm::QA][SF_ATOM];
+    alignas(128) uint8_t sfk[STAGES][dm::QA][SF_ATOM];
+    alignas(128) uint8_t sfv[STAGES][dm::VA][SF_ATOM];
     uint64_t q_full, k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
     uint64_t s_full, p_full, o_done, o_block, o_read; // the last two: the slow tiles' block steps
     uint32_t tmem;
 };
 template <int D, bool LEAK> constexpr size_t SMEM_BYTES = sizeof(attn_shared<D, LEAK>) + 1024;
+// The operands the tensor-memory accelerator and the MMAs read: 1024-byte
+// aligned (the swizzle atoms), the scale atoms 16-byte.
+template <int D, bool LEAK> constexpr bool aligned_layout()
+{
+    using sh = attn_shared<D, LEAK>;
+    return offsetof(sh, q) % 1024 == 0 && offsetof(sh, k) % 1024 == 0 && offsetof(sh, v) % 1024 == 0 &&
+           offsetof(sh, p) % 1024 == 0 && offsetof(sh, bf) % 1024 == 0 && offsetof(sh, sfq) % 16 == 0 &&
+           offsetof(sh, sfk) % 16 == 0 && offsetof(sh, sfv) % 16 == 0;
+}
+static_assert(aligned_layout<64, false>() && aligned_layout<128, false>() && aligned_layout<256, false>() &&
+                  aligned_layout<64, true>() && aligned_layout<128, true>() && aligned_layout<256, true>(),
+              "shared memory layout");
 
 // ---- packing (before the kernel) ----
 

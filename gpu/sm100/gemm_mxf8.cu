@@ -22,6 +22,8 @@
 // still be a step of the chain (it turns a -0 accumulator into +0).
 //
 // Not yet run on Blackwell hardware; `mxfa selftest` checks it there.
+#include <cstddef>
+
 #include "blackwell.cuh"
 
 namespace mxfa_gpu {
@@ -49,6 +51,9 @@ struct __align__(1024) stage
 #ifdef MXFA_SM100_CODE
 constexpr uint32_t STAGE_BYTES = BM * BK + BN * BK + SF_ATOM * (1 + BN / 128); // what one stage's copies bring
 #endif
+
+static_assert(offsetof(stage, b) % 1024 == 0 && offsetof(stage, sfa) % 16 == 0 && offsetof(stage, sfb) % 16 == 0,
+              "the swizzled operands 1024-byte aligned, the scale atoms 16-byte (the bulk copies, tcgen05.cp)");
 
 struct shared {
     stage st[STAGES];
