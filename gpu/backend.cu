@@ -414,10 +414,13 @@ mxfa_status attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_n
                      const int32_t *cu_q, const int32_t *cu_k, int batch, const mxfa_view_nd *dq,
                      const mxfa_view_nd *dk, const mxfa_view_nd *dv)
 {
-    if (p->model != MXFA_MODEL_SM90_FP8 && p->model != MXFA_MODEL_SM90_BF16)
-        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention backward: the cuda backend computes the sm90-fp8 and "
-                    "sm90-bf16 models only (use the cpu or ref backend for the others)");
-    CHECK(need_hopper(ctx, "attention backward", "the sm90 products need"));
+    if (p->model == MXFA_MODEL_IDEAL)
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention backward: the cuda backend computes the sm100, sm90-fp8 and "
+                    "sm90-bf16 models (use the cpu or ref backend for ideal)");
+    if (p->model == MXFA_MODEL_SM100)
+        CHECK(need_blackwell(ctx, "attention backward", "the sm100 products need"));
+    else
+        CHECK(need_hopper(ctx, "attention backward", "the sm90 products need"));
     mxfa_view_nd qv = *q, kv = *k, vv = *v, ov = *o, gv = *dout, lv = *lse, dqv = *dq, dkv = *dk, dvv = *dv;
     call c(ctx, "attention backward");
     c.add(&qv, false), c.add(&kv, false), c.add(&vv, false), c.add(&ov, false), c.add(&gv, false);
@@ -432,6 +435,7 @@ mxfa_status attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_n
     a.causal = p->causal != MXFA_CAUSAL_NONE, a.leak_free = p->causal == MXFA_CAUSAL;
     a.p_dynamic = p->p_scale == MXFA_P_DYNAMIC;
     a.bf16_model = p->model == MXFA_MODEL_SM90_BF16;
+    a.sm100 = p->model == MXFA_MODEL_SM100;
     const uint32_t log2e_bits = 0x3FB8AA3Bu; // fl(log2 e), as the reference takes it
     memcpy(&a.log2e, &log2e_bits, 4);
     a.softmax_scale = p->softmax_scale;

@@ -69,6 +69,11 @@ struct nd3 {
     int dtype; // mxfa_dtype
 };
 
+// The same on Blackwell (gpu/sm100/gemm_bf16.cu): tcgen05.mma kind::f16
+// k16 steps, the same model row.
+cudaError_t launch_gemm_sm100_bf16_rows(const uint16_t *a, int64_t a_rs, const uint16_t *b, int64_t b_rs, int64_t M,
+                                        int64_t N, int64_t K, const dview *c, const dview &d, cudaStream_t stream);
+
 // Attention forward under the sm90-fp8 model (gpu/sm90/attn_fwd.cu), on a
 // Hopper GPU, every view in device memory; cu_q and cu_k in host memory.
 struct attn_fwd_args {
@@ -94,6 +99,7 @@ struct attn_bwd_args {
     const int32_t *cu_q, *cu_k;
     int batch, preset, block_m, block_n;
     bool causal, leak_free, p_dynamic, bf16_model; // leak_free: the causal mask without scales across the diagonal
+    bool sm100;                                    // the sm100 model, on Blackwell's products
     float softmax_scale, log2e, c; // c = softmax_scale * log2e, one fp32 product
 };
 cudaError_t launch_attn_bwd_sm90(const attn_bwd_args &a, cudaStream_t stream);

@@ -18,7 +18,7 @@ src=${MXFA_SRCDIR:-..}
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 # file, then the SASS mnemonics its sm_100a code must contain
-kernels="gemm_mxf8:UTCQMMA,UTCCP,UTCBAR,LDTM,STTM attn_fwd:UTCQMMA,UTCHMMA,UTCCP,UTCBAR,LDTM,STTM"
+kernels="gemm_mxf8:UTCQMMA,UTCCP,UTCBAR,LDTM,STTM gemm_bf16:UTCHMMA,UTCBAR,LDTM,STTM attn_fwd:UTCQMMA,UTCHMMA,UTCCP,UTCBAR,LDTM,STTM"
 echo "1..$(( $(echo $kernels | wc -w) * 3 ))"
 cuobjdump=$(command -v cuobjdump || { [ -n "$NVCC" ] && d=$(dirname "$(command -v "$NVCC")") && [ -x "$d/cuobjdump" ] && echo "$d/cuobjdump"; })
 n=0

@@ -284,6 +284,105 @@ done:
     free(q), free(k), free(v), free(out[0]), free(out[1]), free(lse[0]), free(lse[1]);
 }
 
+/* The first differing element of two byte arrays of elements es bytes
+ * (4: fp32, 2: bf16), into o->what under the tensor's name. */
+static int same_elements(const char *name, const void *want, const void *got, int64_t n, int es, outcome *o)
+{
+    if (memcmp(want, got, (size_t)(n * es)) == 0)
+        return 1;
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp((const uint8_t *)want + i * es, (const uint8_t *)got + i * es, (size_t)es)) {
+            uint32_t x = 0, y = 0;
+            memcpy(&x, (const uint8_t *)want + i * es, (size_t)es), memcpy(&y, (const uint8_t *)got + i * es, (size_t)es);
+            size_t l = strlen(o->what);
+            snprintf(o->what + l, sizeof o->what - l, "; %s differs first at element %lld: emulator %08x, kernel %08x",
+                     name, (long long)i, (unsigned)x, (unsigned)y);
+            break;
+        }
+    return 0;
+}
+
+/* Attention backward under sm100: every mask, const or dynamic P, D = 64,
+ * 128 and 256, jagged batches with empty sequences, GQA, f32 or bf16 in and
+ * out, NaN and Inf now and then. O and LSE come from the oracle's forward
+ * pass; dQ, dK and dV are compared. */
+static void bwd_case(mxfa_ctx *test, mxfa_ctx *oracle, int big, outcome *o)
+{
+    const int64_t d = 64 << below(3);
+    const int batch = 1 + (int)below(3), hkv = 1 + (int)below(2), hq = hkv * (1 + (int)below(2));
+    int32_t cq[4] = {0}, ck[4] = {0};
+    for (int b = 0; b < batch; b++) {
+        const uint32_t most = big ? 1200 : 200;
+        const int32_t lq = below(8) == 0 ? 0 : 1 + (int32_t)below(most), lk = below(8) == 0 ? 0 : 1 + (int32_t)below(most);
+        cq[b + 1] = cq[b] + lq, ck[b + 1] = ck[b] + lk;
+    }
+    if (cq[batch] == 0)
+        cq[batch] = 1;
+    if (ck[batch] == 0)
+        ck[batch] = 1;
+    const int64_t tq = cq[batch], tk = ck[batch];
+    const mxfa_dtype din = below(2) ? MXFA_BF16 : MXFA_F32, dg = below(2) ? MXFA_BF16 : MXFA_F32;
+    const int es = din == MXFA_BF16 ? 2 : 4, eg = dg == MXFA_BF16 ? 2 : 4;
+    const int wild = !big && below(5) == 0;
+    mxfa_attn_params p;
+    mxfa_attn_params_default(&p);
+    p.model = MXFA_MODEL_SM100;
+    p.preset = (mxfa_preset)below(4);
+    p.causal = (mxfa_causal)below(3);
+    p.p_scale = below(2) ? MXFA_P_DYNAMIC : MXFA_P_CONST;
+    snprintf(o->what, sizeof o->what, "%s, %s P, D %lld, batch %d, lengths q %lld k %lld, heads %d/%d, %s in, %s "
+             "gradients, preset %s%s", p.causal == MXFA_CAUSAL ? "leak-free causal" : p.causal ? "plain causal" : "no mask",
+             mxfa_p_scale_name(p.p_scale), (long long)d, batch, (long long)tq, (long long)tk, hq, hkv,
+             mxfa_dtype_name(din), mxfa_dtype_name(dg), mxfa_preset_name(p.preset), wild ? ", NaN and Inf" : "");
+    const size_t nq = (size_t)(tq * hq * d), nk = (size_t)(tk * hkv * d);
+    void *q = malloc(nq * es), *k = malloc(nk * es), *v = malloc(nk * es), *dout = malloc(nq * es);
+    float *out = malloc(nq * 4), *lse = malloc((size_t)(tq * hq) * 4);
+    void *g[2][3] = {{malloc(nq * eg), malloc(nk * eg), malloc(nk * eg)}, {malloc(nq * eg), malloc(nk * eg), malloc(nk * eg)}};
+    o->agreed = 0;
+    int ready = q && k && v && dout && out && lse;
+    for (int i = 0; i < 2; i++)
+        for (int t = 0; t < 3; t++)
+            ready &= g[i][t] != NULL;
+    if (!ready) {
+        snprintf(o->why, sizeof o->why, "out of host memory");
+        goto done;
+    }
+    fill_values(q, din, (int64_t)nq, 0, 0);
+    fill_values(k, din, (int64_t)nk, 0, wild);
+    fill_values(v, din, (int64_t)nk, 0, wild);
+    fill_values(dout, din, (int64_t)nq, 0, wild);
+    mxfa_tensor Q = tensor3(q, din, tq, hq, d), K = tensor3(k, din, tk, hkv, d), V = tensor3(v, din, tk, hkv, d),
+                G = tensor3(dout, din, tq, hq, d), O = tensor3(out, MXFA_F32, tq, hq, d);
+    mxfa_tensor L = mxfa_tensor_2d(lse, MXFA_F32, tq, hq);
+    if (mxfa_attn_fwd(oracle, &p, &Q, &K, &V, cq, ck, batch, &O, &L) != MXFA_OK) {
+        snprintf(o->why, sizeof o->why, "emulator, forward: %s", mxfa_last_error(oracle));
+        goto done;
+    }
+    mxfa_ctx *ctx[2] = {oracle, test};
+    for (int i = 0; i < 2; i++) {
+        for (int t = 0; t < 3; t++)
+            memset(g[i][t], 0xA5, (t ? nk : nq) * eg);
+        mxfa_tensor DQ = tensor3(g[i][0], dg, tq, hq, d), DK = tensor3(g[i][1], dg, tk, hkv, d),
+                    DV = tensor3(g[i][2], dg, tk, hkv, d);
+        mxfa_status st = mxfa_attn_bwd(ctx[i], &p, &Q, &K, &V, &O, &G, &L, cq, ck, batch, &DQ, &DK, &DV);
+        if (st == MXFA_OK && i == 1)
+            st = mxfa_synchronize(test);
+        if (st != MXFA_OK) {
+            o->agreed = i == 1 && st == MXFA_ERR_UNSUPPORTED ? -1 : 0;
+            snprintf(o->why, sizeof o->why, "%s: %s", i ? "under test" : "emulator", mxfa_last_error(ctx[i]));
+            goto done;
+        }
+    }
+    o->agreed = same_elements("dQ", g[0][0], g[1][0], (int64_t)nq, eg, o) &
+                same_elements("dK", g[0][1], g[1][1], (int64_t)nk, eg, o) &
+                same_elements("dV", g[0][2], g[1][2], (int64_t)nk, eg, o);
+done:
+    free(q), free(k), free(v), free(dout), free(out), free(lse);
+    for (int i = 0; i < 2; i++)
+        for (int t = 0; t < 3; t++)
+            free(g[i][t]);
+}
+
 /* A kernel's cases: n small ones against ref and a few large ones against
  * the cpu backend. Returns 1 agreed, 0 differed or failed, -1 refused. */
 static int run_kernel(const char *name, void (*run)(mxfa_ctx *, mxfa_ctx *, int, outcome *), mxfa_ctx *test,
@@ -375,6 +474,7 @@ int cmd_selftest(int argc, char **argv)
     } kernels[] = {
         {"gemm (tcgen05.mma kind::mxf8f6f4.block_scale)", gemm_case, 2},
         {"attention forward (D = 64, 128, 256; every mask; const P)", attn_case, 3},
+        {"attention backward (D = 64, 128, 256; every mask; const and dynamic P)", bwd_case, 2},
     };
     for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
         // the large cases' oracle is the cpu backend: none when it is the one under test

@@ -1,7 +1,11 @@
 // MXFP8 attention backward on Hopper, bit for bit the algorithm of
 // cpu/ref/attn_bwd.c (SPEC section 7) under the sm90-fp8 and sm90-bf16
 // models, for any geometry the library takes, every mask, const or dynamic
-// P, jagged batches, GQA.
+// P, jagged batches, GQA. The same composition runs under the sm100 model
+// on Blackwell, on its GEMMs (gpu/sm100/gemm_mxf8.cu, and gemm_bf16.cu for
+// the bf16 steps): there a skipped step is a fused sum of zero products
+// and acc, which is acc (the model never makes -0), and the same operands
+// as below make it otherwise. Not yet run on Blackwell hardware.
 //
 // Composed, not fused: each of the five block-scaled products is a call of
 // the GEMM of gemm_fp8.cu (gemm_bf16.cu for sm90-bf16), whose results are
@@ -317,8 +321,18 @@ cudaError_t gemm(const bwd_plan &pl, const dview &a, const dview &sa, const dvie
                  bool accumulate = false)
 {
     const dview *c = accumulate ? &d : nullptr;
-    return pl.a.bf16_model ? launch_gemm_sm90_bf16(a, sa, b, sb, c, d, pl.stream)
-                           : launch_gemm_sm90_fp8(a, sa, b, sb, c, d, pl.stream);
+    return pl.a.sm100        ? launch_gemm_sm100(a, sa, b, sb, c, d, pl.stream)
+           : pl.a.bf16_model ? launch_gemm_sm90_bf16(a, sa, b, sb, c, d, pl.stream)
+                             : launch_gemm_sm90_fp8(a, sa, b, sb, c, d, pl.stream);
+}
+
+// A product of ready bf16 rows, one chain of the models' bf16 step: Hopper's
+// wgmma k16, or Blackwell's tcgen05.mma kind::f16 (the same model row)
+cudaError_t gemm_bf16_rows(bool sm100, const uint16_t *a, int64_t a_rs, const uint16_t *b, int64_t b_rs, int64_t M,
+                           int64_t N, int64_t K, const dview *c, const dview &d, cudaStream_t stream)
+{
+    return sm100 ? launch_gemm_sm100_bf16_rows(a, a_rs, b, b_rs, M, N, K, c, d, stream)
+                 : launch_gemm_bf16_rows(a, a_rs, b, b_rs, M, N, K, c, d, stream);
 }
 
 // The gradients of query head h for sequence b (its first tokens tq0 and
@@ -392,7 +406,7 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
         // (K rounded to bf16, kbf and kbft, is made once a KV head by the caller)
         // the whole of Q K^T in bf16 into dP's buffer (not yet in use),
         // its diagonal blocks into S
-        if ((e = launch_gemm_bf16_rows(pl.qw, d, pl.kbf, d, lq, lk, d, nullptr, dpv, st)) != cudaSuccess)
+        if ((e = gemm_bf16_rows(pl.a.sm100, pl.qw, d, pl.kbf, d, lq, lk, d, nullptr, dpv, st)) != cudaSuccess)
             return e;
         bwd_take_diagonal<<<grid, 256, 0, st>>>(pl.s, pl.dp, lq, lk, ld, bm);
         if ((e = cudaGetLastError()) != cudaSuccess)
@@ -459,7 +473,7 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
             return e;
         if (leak && !tiled) {
             const dview dd = {reinterpret_cast<uint8_t *>(out), lk, d, d, 1, MXFA_F32};
-            if ((e = launch_gemm_bf16_rows(abf, ldq, bbf, ldq, lk, d, lq, nullptr, dd, st)) != cudaSuccess ||
+            if ((e = gemm_bf16_rows(pl.a.sm100, abf, ldq, bbf, ldq, lk, d, lq, nullptr, dd, st)) != cudaSuccess ||
                 (e = gemm(pl, transposed(ac), ea, transposed(bc), eb, dd, true)) != cudaSuccess)
                 return e;
             continue;
@@ -507,7 +521,7 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
                 auto bf16 = [&](int64_t q0, int64_t q1) {
                     const bool acc = !first;
                     first = false;
-                    return launch_gemm_bf16_rows(abf + g0 * ldq + q0, ldq, bbf + q0, ldq, ng, d, q1 - q0,
+                    return gemm_bf16_rows(pl.a.sm100, abf + g0 * ldq + q0, ldq, bbf + q0, ldq, ng, d, q1 - q0,
                                                  acc ? &dd : nullptr, dd, st);
                 };
                 if (dg) {
@@ -530,7 +544,7 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
         const dview dd = {reinterpret_cast<uint8_t *>(pl.dq), lq, d, d, 1, MXFA_F32};
         if ((e = gemm(pl, dcv, ea, transposed(k), eb, dd)) != cudaSuccess)
             return e;
-        return launch_gemm_bf16_rows(pl.dsbf, ldk, pl.kbft, ldk, lq, d, lk, &dd, dd, st);
+        return gemm_bf16_rows(pl.a.sm100, pl.dsbf, ldk, pl.kbft, ldk, lq, d, lk, &dd, dd, st);
     }
     // Under the causal mask dQ always ends at the query tile's last visited
     // key tile: a skipped step after the visited ones would turn an
@@ -569,7 +583,7 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
                 return e;
             const bool acc = !first;
             first = false;
-            if ((e = launch_gemm_bf16_rows(pl.dsbf + r0 * ldk + k0, ldk, pl.kbft + k0, ldk, nr, d, k1 - k0,
+            if ((e = gemm_bf16_rows(pl.a.sm100, pl.dsbf + r0 * ldk + k0, ldk, pl.kbft + k0, ldk, nr, d, k1 - k0,
                                            acc ? &dd : nullptr, dd, st)) != cudaSuccess ||
                 (e = fp8(k1, kend)) != cudaSuccess)
                 return e;
