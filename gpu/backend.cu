@@ -377,9 +377,6 @@ mxfa_status attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_n
         return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend computes the sm90-fp8 and sm100 models "
                     "only (use the cpu or ref backend for the others)");
     const bool blackwell = p->model == MXFA_MODEL_SM100;
-    if (blackwell && p->p_scale != MXFA_P_CONST)
-        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend's sm100 kernel takes const P so far (got "
-                    "dynamic P; use the cpu or ref backend)");
     if (q->shape[2] != 64 && q->shape[2] != 128 && q->shape[2] != 256)
         return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend's kernel takes D = 64, 128 and 256 "
                     "(got %lld)", (long long)q->shape[2]);
@@ -404,7 +401,14 @@ mxfa_status attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_n
     a.causal = p->causal != MXFA_CAUSAL_NONE, a.leak_free = p->causal == MXFA_CAUSAL;
     a.p_dynamic = p->p_scale == MXFA_P_DYNAMIC;
     a.softmax_scale = p->softmax_scale;
-    return c.finish(blackwell ? launch_attn_fwd_sm100(a, c.stream()) : launch_attn_fwd_sm90(a, c.stream()));
+    bool refused = false;
+    a.refused = &refused;
+    const cudaError_t e = blackwell ? launch_attn_fwd_sm100(a, c.stream()) : launch_attn_fwd_sm90(a, c.stream());
+    if (e == cudaSuccess && refused)
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: under sm100 with dynamic P, V holds a block with non-zero "
+                    "values and a scale below 2^-119, which cannot carry P's factor 2^-8 in the hardware's scale bytes "
+                    "(use const P, or the cpu or ref backend)");
+    return c.finish(e);
 }
 
 // Attention backward runs on Hopper under the sm90 models, composed of

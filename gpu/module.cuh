@@ -84,10 +84,12 @@ struct attn_fwd_args {
     int batch, preset;
     bool causal, leak_free, p_dynamic; // leak_free: the causal mask without V scales across the diagonal
     float softmax_scale;
+    bool *refused; // set by the sm100 kernel's launcher for inputs it cannot take (may be null)
 };
 cudaError_t launch_attn_fwd_sm90(const attn_fwd_args &a, cudaStream_t stream);
 // The same under the sm100 model (gpu/sm100/attn_fwd.cu), on a Blackwell
-// GPU: every mask, const P.
+// GPU: every mask, const or dynamic P. With dynamic P, *a.refused is set
+// (and nothing launched) when a block of V is too small to take P's 2^-8.
 cudaError_t launch_attn_fwd_sm100(const attn_fwd_args &a, cudaStream_t stream);
 
 // Attention backward under sm90-fp8 or sm90-bf16 (gpu/sm90/attn_bwd.cu), on

@@ -996,13 +996,8 @@ int main(void)
         st = mxfa_attn_fwd(gpu, &ap, &xq, &xq, &xq, cu1, cu1, 1, &xo, NULL);
         ok(st == MXFA_ERR_UNSUPPORTED && same(&o3, &o3_before) && strstr(mxfa_last_error(gpu), "sm90-fp8"),
            "attention under ideal is refused and O untouched: %s", mxfa_last_error(gpu));
-        /* the sm100 kernel takes const P so far, and runs on Blackwell only */
+        /* the sm100 kernel runs on Blackwell only */
         ap.model = MXFA_MODEL_SM100;
-        ap.p_scale = MXFA_P_DYNAMIC;
-        st = mxfa_attn_fwd(gpu, &ap, &xq, &xq, &xq, cu1, cu1, 1, &xo, NULL);
-        ok(st == MXFA_ERR_UNSUPPORTED && same(&o3, &o3_before) && strstr(mxfa_last_error(gpu), "dynamic P"),
-           "attention under sm100 with dynamic P is refused and O untouched: %s", mxfa_last_error(gpu));
-        ap.p_scale = MXFA_P_CONST;
         if (gpu_arch != 100) {
             st = mxfa_attn_fwd(gpu, &ap, &xq, &xq, &xq, cu1, cu1, 1, &xo, NULL);
             ok(st == MXFA_ERR_UNSUPPORTED && same(&o3, &o3_before) && strstr(mxfa_last_error(gpu), "Blackwell"),

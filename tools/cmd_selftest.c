@@ -208,8 +208,8 @@ static void fill_values(void *p, mxfa_dtype dt, int64_t n, int mag, int wild)
     }
 }
 
-/* Attention forward under sm100 with what the kernel takes (every mask,
- * const P): D = 64, 128 and 256, lengths that differ (the causal masks are
+/* Attention forward under sm100: every mask, const and dynamic P, D = 64,
+ * 128 and 256, lengths that differ (the causal masks are
  * bottom-right aligned), jagged batches with empty sequences, GQA, every preset,
  * f32 or bf16 in and out, small and large magnitudes, NaN and Inf. big:
  * long sequences, against the cpu backend. */
@@ -236,9 +236,10 @@ static void attn_case(mxfa_ctx *test, mxfa_ctx *oracle, int big, outcome *o)
     p.model = MXFA_MODEL_SM100;
     p.preset = (mxfa_preset)below(4);
     p.causal = (mxfa_causal)below(3);
-    snprintf(o->what, sizeof o->what, "%s, D %lld, batch %d, lengths q %lld k %lld, heads %d/%d, %s in, %s out, preset %s, "
-             "magnitude 2^%d%s", p.causal == MXFA_CAUSAL ? "leak-free causal" : p.causal ? "plain causal" : "no mask",
-             (long long)d, batch, (long long)tq, (long long)tk, hq, hkv, mxfa_dtype_name(din),
+    p.p_scale = below(2) ? MXFA_P_DYNAMIC : MXFA_P_CONST;
+    snprintf(o->what, sizeof o->what, "%s, %s P, D %lld, batch %d, lengths q %lld k %lld, heads %d/%d, %s in, %s out, "
+             "preset %s, magnitude 2^%d%s", p.causal == MXFA_CAUSAL ? "leak-free causal" : p.causal ? "plain causal" : "no mask",
+             mxfa_p_scale_name(p.p_scale), (long long)d, batch, (long long)tq, (long long)tk, hq, hkv, mxfa_dtype_name(din),
              mxfa_dtype_name(dout), mxfa_preset_name(p.preset), mag, wild ? ", NaN and Inf" : "");
     void *q = malloc((size_t)(tq * hq * d * es)), *k = malloc((size_t)(tk * hkv * d * es));
     void *v = malloc((size_t)(tk * hkv * d * es));
@@ -473,7 +474,7 @@ int cmd_selftest(int argc, char **argv)
         int big;
     } kernels[] = {
         {"gemm (tcgen05.mma kind::mxf8f6f4.block_scale)", gemm_case, 2},
-        {"attention forward (D = 64, 128, 256; every mask; const P)", attn_case, 3},
+        {"attention forward (D = 64, 128, 256; every mask; const and dynamic P)", attn_case, 3},
         {"attention backward (D = 64, 128, 256; every mask; const and dynamic P)", bwd_case, 2},
     };
     for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {

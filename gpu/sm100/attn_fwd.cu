@@ -46,6 +46,7 @@
 //
 // Not yet run on Blackwell hardware; `mxfa selftest` checks it there.
 #include <cstddef>
+#include <type_traits>
 
 #include <cuda_fp8.h>
 
@@ -128,6 +129,7 @@ template <int D, bool LEAK> struct __align__(1024) attn_shared {
     alignas(128) uint8_t sfv[STAGES][dm::VA][SF_ATOM];
     uint64_t q_full, k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
     uint64_t s_full, p_full, o_done, o_block, o_read; // the last two: the slow tiles' block steps
+    uint32_t pw[2][BM];                               // dynamic P: the rows' scale words, a tile in two
     uint32_t tmem;
 };
 template <int D, bool LEAK> constexpr size_t SMEM_BYTES = sizeof(attn_shared<D, LEAK>) + 1024;
@@ -193,7 +195,7 @@ __global__ void pack_rows(const uint8_t *codes, const uint8_t *scales, const seq
 // the blocks of 32 packed keys, y over the heads; a thread per d.
 template <int D>
 __global__ void pack_v(const uint8_t *codes, const uint8_t *scales, const seq_info *seqs, int batch, int64_t heads,
-                       int64_t rows, uint8_t *vt, uint8_t *atoms, int *nan_tiles)
+                       int64_t rows, uint8_t *vt, uint8_t *atoms, int *nan_tiles, bool shift, int *tiny)
 {
     const int64_t h = blockIdx.y, p0 = (int64_t)blockIdx.x * 32;
     const int d = (int)threadIdx.x;
@@ -214,7 +216,13 @@ __global__ void pack_v(const uint8_t *codes, const uint8_t *scales, const seq_in
     dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
     dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
     const int64_t tile = p0 / 128;
-    const uint8_t sc = j0 < seqs[b].lk ? scales[((seqs[b].v_block + j0 / 32) * heads + h) * D + d] : 0;
+    uint8_t sc = j0 < seqs[b].lk ? scales[((seqs[b].v_block + j0 / 32) * heads + h) * D + d] : 0;
+    if (shift) { // dynamic P: V's scale carries P's 2^-8 (a column of zero codes takes any scale)
+        const bool codes_here = (w[0] | w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7]) != 0;
+        if (sc != 0xFF && sc < 8 && codes_here)
+            *tiny = 1;
+        sc = sc == 0xFF ? 0xFF : sc >= 8 ? sc - 8 : 0;
+    }
     atoms[((h * (rows / 128) + tile) * dims<D>::VA + d / 128) * SF_ATOM + atom_byte(d % 128, (int)(blockIdx.x % 4))] =
         sc;
     // a NaN code (0x7F, 0xFF) or scale anywhere in the tile: a P = 0 step on it is not a no-op
@@ -260,21 +268,27 @@ __global__ void pack_v_bf16(nd3 v, const seq_info *seqs, int batch, int64_t rows
 // ---- the kernel ----
 
 #ifdef MXFA_SM100_CODE
-__device__ __forceinline__ void tmem_st4(uint32_t taddr, uint32_t v)
-{
-    asm volatile("tcgen05.st.sync.aligned.32x32b.x4.b32 [%0], {%1, %1, %1, %1};" ::"r"(taddr), "r"(v) : "memory");
-}
 
-// A P code (E4M3, never negative) divided by 256, as bf16: exact (four
-// significant bits, 2^-17 at the least); NaN for 0x7F.
-__device__ __forceinline__ uint32_t e4m3_over_256_bf16(uint32_t code)
+// A P code (E4M3, never negative) with its block's scale byte s, times the
+// 2^-8 of P, widened to bf16 as the reference does: the code's value times
+// 2^(s - 135) rounded to fp32, then to bf16, both to nearest even; NaN for
+// 0x7F. Const P (s = 0x7F) is exact: four significant bits, 2^-17 at least.
+__device__ __forceinline__ uint32_t widen_p(uint32_t code, uint32_t s)
 {
     if ((code & 0x7Fu) == 0x7Fu)
         return 0x7FC0u;
     const uint32_t e = code >> 3 & 0xFu, m = code & 7u;
-    // (e ? 8 + m : m) * 2^((e ? e - 10 : -9) - 8)
-    const float unit = __uint_as_float((uint32_t)(127 + (e ? (int)e - 10 : -9) - 8) << 23);
-    return __float_as_uint(__fmul_rn((float)(e ? 8 + m : m), unit)) >> 16;
+    const float v = e ? __uint_as_float((e + 120u) << 23 | m << 20) : __uint_as_float(0x3B000000u) * (float)m; // exact
+    const int k = (int)s - 135;
+    const float unit = k >= -126 ? __uint_as_float((uint32_t)(k + 127) << 23) : __uint_as_float(1u << (k + 149));
+    return f32_to_bf16(__float_as_uint(__fmul_rn(v, unit)));
+}
+
+__device__ __forceinline__ void tmem_st4(uint32_t taddr, const uint32_t (&v)[4])
+{
+    asm volatile("tcgen05.st.sync.aligned.32x32b.x4.b32 [%0], {%1, %2, %3, %4};" ::"r"(taddr), "r"(v[0]), "r"(v[1]),
+                 "r"(v[2]), "r"(v[3])
+                 : "memory");
 }
 
 // Makes this thread's writes to shared memory visible to the tensor cores.
@@ -284,7 +298,7 @@ __device__ __forceinline__ void fence_to_async_proxy()
 }
 #endif
 
-template <int D, bool LEAK>
+template <int D, bool LEAK, bool P_DYNAMIC>
 __global__ void __launch_bounds__(THREADS, 1)
     attn_fwd_sm100(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                    const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_vbf,
@@ -295,6 +309,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 #ifdef MXFA_SM100_CODE
     using dm = dims<D, LEAK>;
     constexpr int PW = dm::PW, KB = dm::KB, QA = dm::QA, VA = dm::VA, STAGES = dm::STAGES;
+    constexpr bool p_dynamic = P_DYNAMIC;
     constexpr uint32_t TMEM_COLS = dm::TMEM_COLS, S_COL = dm::S_COL, O_COL = dm::O_COL, SFQ_COL = dm::SFQ_COL,
                        SFK_COL = dm::SFK_COL, SFP_COL = dm::SFP_COL, SFV_COL = dm::SFV_COL;
     extern __shared__ uint8_t raw[];
@@ -445,7 +460,10 @@ __global__ void __launch_bounds__(THREADS, 1)
         // O from +0 (every step of the chain adds into it) and P's scales
         for (int j = 0; j < D; j += 32)
             tmem_st32(lanes + O_COL + j, zero);
-        tmem_st4(lanes + SFP_COL, P_SCALE_WORD);
+        if (!p_dynamic) {
+            const uint32_t w4[4] = {P_SCALE_WORD, P_SCALE_WORD, P_SCALE_WORD, P_SCALE_WORD};
+            tmem_st4(lanes + SFP_COL, w4);
+        }
         tmem_wait_st();
         const float NEG_INF = __uint_as_float(0xFF800000u);
         float m = NEG_INF, l = 0.0f;
@@ -480,57 +498,122 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int j = 0; j < nt; j++) {
             bar_wait(&sh.s_full, j & 1);
             tc_fence_after();
-            float x[BN];
-#pragma unroll
-            for (int q = 0; q < BN / 32; q++) {
+            // x = S * c, keys past the row's last key -Inf. S is read from
+            // tensor memory twice, 32 columns at a time (it stays there until
+            // p_full), so that no more than a block of scores is ever held:
+            // once for the maximum, in key order (a NaN score makes the
+            // maximum NaN, as in the reference), once for P.
+            const int64_t valid = min(sq.lk - 1, lim) - (int64_t)j * BN + 1; // keys of the tile this row sees
+            auto scores = [&](int q, float(&xs)[32]) {
                 uint32_t v[32];
                 tmem_ld32(lanes + S_COL + 32 * q, v);
                 tmem_wait_ld();
 #pragma unroll
                 for (int i = 0; i < 32; i++)
-                    x[32 * q + i] = __uint_as_float(v[i]);
-            }
-            // x = S * c, keys past the sequence -Inf; the maximum in key order
-            // (a NaN score makes the maximum NaN, as in the reference)
-            const int64_t valid = min(sq.lk - 1, lim) - (int64_t)j * BN + 1; // keys of the tile this row sees
+                    xs[i] = 32 * q + i < valid ? __fmul_rn(__uint_as_float(v[i]), c) : NEG_INF;
+            };
             float m_new = m;
+#pragma unroll 1
+            for (int q = 0; q < BN / 32; q++) {
+                float xs[32];
+                scores(q, xs);
 #pragma unroll
-            for (int i = 0; i < BN; i++) {
-                x[i] = i < valid ? __fmul_rn(x[i], c) : NEG_INF;
-                if (x[i] > m_new || x[i] != x[i])
-                    m_new = x[i];
+                for (int i = 0; i < 32; i++)
+                    if (xs[i] > m_new || xs[i] != xs[i])
+                        m_new = xs[i];
             }
             // The reference rescales O and l, then makes P with the new
-            // maximum. P goes first here (into registers, so that x dies
-            // before O's columns are loaded); the order of the arithmetic on
-            // each value is the reference's.
+            // maximum; P goes first here, the order of the arithmetic on each
+            // value is the reference's.
             const bool grows = m_new > m;
             const float alpha = grows ? mx_exp2(__fsub_rn(m, m_new)) : 1.0f;
             const bool clear = grows && m == NEG_INF; // O is +0 in the reference
             if (grows)
                 m = m_new;
-            // P = exp2((x - m) + 8) in [0, 256], added in key order; its E4M3
-            // codes (scale 2^0: P itself; the 2^-8 is in the scale byte)
+            // P = exp2((x - m) + 8) in [0, 256], added in key order, and its
+            // E4M3 codes. Const P: the codes of P itself, its 2^-8 in the
+            // scale byte 0x77. Dynamic P: each block of 32 keys by the rceil
+            // rule, the byte that rule gives (V's scale bytes carry the 2^-8,
+            // see pack_v). P >= 0, Inf or NaN, and rceil never poisons: the
+            // saturating conversion of P / 2^scale is the encoder's code
+            // (Inf -> 448, NaN -> 0x7F).
             float sum = 0.0f;
-            uint32_t codes[BN / 4];
+            uint32_t codes[BN / 4], pword = P_DYNAMIC ? 0u : P_SCALE_WORD;
 #pragma unroll
-            for (int i = 0; i < BN; i += 2) {
-                const float p0 = x[i] == NEG_INF ? 0.0f : mx_exp2(__fadd_rn(__fsub_rn(x[i], m), 8.0f));
-                const float p1 = x[i + 1] == NEG_INF ? 0.0f : mx_exp2(__fadd_rn(__fsub_rn(x[i + 1], m), 8.0f));
-                sum = __fadd_rn(__fadd_rn(sum, p0), p1);
-                // P >= 0, Inf or NaN: the saturating conversion is the encoder's code (Inf -> 448, NaN -> 0x7F)
-                const uint32_t two =
-                    (uint32_t)__nv_cvt_float2_to_fp8x2(make_float2(p0, p1), __NV_SATFINITE, __NV_E4M3);
-                if (i % 4 == 0)
-                    codes[i / 4] = two;
-                else
-                    codes[i / 4] |= two << 16;
+            for (int kb = 0; kb < BN / 32; kb++) {
+                float xs[32];
+                scores(kb, xs);
+                uint32_t amax = 0;
+                bool has_nan = false, has_inf = false;
+#pragma unroll
+                for (int i = 0; i < 32; i++) {
+                    xs[i] = xs[i] == NEG_INF ? 0.0f : mx_exp2(__fadd_rn(__fsub_rn(xs[i], m), 8.0f));
+                    sum = __fadd_rn(sum, xs[i]);
+                    const uint32_t a = __float_as_uint(xs[i]) & 0x7FFFFFFFu;
+                    has_nan |= a > 0x7F800000u, has_inf |= a == 0x7F800000u;
+                    amax = a <= 0x7F800000u && a > amax ? a : amax;
+                }
+                float rcp = 1.0f;
+                if constexpr (P_DYNAMIC) {
+                    const block_rule rule = rule_from_amax(fp8_e4m3(), MXFA_PRESET_RCEIL, amax, has_nan, has_inf);
+                    rcp = e8m0_reciprocal(rule.scale);
+                    pword |= rule.scale << (8 * kb);
+                }
+#pragma unroll
+                for (int i = 0; i < 32; i += 2) {
+                    const uint32_t two = (uint32_t)__nv_cvt_float2_to_fp8x2(
+                        make_float2(__fmul_rn(xs[i], rcp), __fmul_rn(xs[i + 1], rcp)), __NV_SATFINITE, __NV_E4M3);
+                    if (i % 4 == 0)
+                        codes[(32 * kb + i) / 4] = two;
+                    else
+                        codes[(32 * kb + i) / 4] |= two << 16;
+                }
             }
             // the last P V must be done before O is touched and P rewritten
             if (j > 0) {
                 bar_wait(&sh.o_done, (j - 1) & 1);
                 tc_fence_after();
             }
+            // P's codes into shared memory, 16-byte chunk k of the row at chunk k ^ (row % 8)
+            uint4 *prow = reinterpret_cast<uint4 *>(sh.p + row * BN);
+#pragma unroll
+            for (int k = 0; k < BN / 16; k++)
+                prow[k ^ (row % 8)] = make_uint4(codes[4 * k], codes[4 * k + 1], codes[4 * k + 2], codes[4 * k + 3]);
+            if (p_dynamic) { // P's scale words: row r's in column r / 32 of every lane quarter (lane r % 32)
+                sh.pw[j & 1][row] = pword;
+                named_sync(1, SOFTMAX_THREADS);
+                const uint32_t w4[4] = {sh.pw[j & 1][row % 32], sh.pw[j & 1][row % 32 + 32], sh.pw[j & 1][row % 32 + 64],
+                                        sh.pw[j & 1][row % 32 + 96]};
+                tmem_st4(lanes + SFP_COL, w4);
+                tmem_wait_st();
+            }
+            if constexpr (LEAK) { // the diagonal blocks' P / 256 in bf16: 64-byte rows, chunk c at c ^ (row / 2 % 4)
+                const unsigned diag = diagonal(j);
+                for (int bk = 0; bk < BN / 32; bk++) {
+                    if (!(diag >> bk & 1u))
+                        continue;
+                    const uint32_t ps = p_dynamic ? pword >> (8 * bk) & 0xFFu : 0x7Fu; // const: 2^0, the 2^-8 in widen_p
+                    // the block's codes back from this thread's row of P (chunks 2 bk, 2 bk + 1),
+                    // so that the registers that made them are free by now
+                    uint4 *brow = reinterpret_cast<uint4 *>(sh.bf.p[bk] + row * 64);
+#pragma unroll
+                    for (int half = 0; half < 2; half++) {
+                        const uint4 q4 = prow[(2 * bk + half) ^ (row % 8)];
+                        const uint32_t in[4] = {q4.x, q4.y, q4.z, q4.w};
+#pragma unroll
+                        for (int c4 = 0; c4 < 2; c4++) { // 16 bytes of bf16: 8 keys
+                            uint32_t w[4];
+#pragma unroll
+                            for (int t = 0; t < 4; t++) {
+                                const uint32_t two = in[2 * c4 + t / 2] >> (16 * (t % 2));
+                                w[t] = widen_p(two & 0xFFu, ps) | widen_p(two >> 8 & 0xFFu, ps) << 16;
+                            }
+                            brow[(2 * half + c4) ^ (row / 2 % 4)] = make_uint4(w[0], w[1], w[2], w[3]);
+                        }
+                    }
+                }
+            }
+            // O's rescale last, after the codes have left the registers
             if (__any_sync(0xFFFFFFFFu, grows)) { // a warp's rows are loaded and stored together
 #pragma unroll
                 for (int q = 0; q < D / 32; q++) {
@@ -548,40 +631,11 @@ __global__ void __launch_bounds__(THREADS, 1)
                 l = __fmul_rn(l, alpha);
             if (m_new != NEG_INF) // a row that sees no key of the tile adds nothing (the reference returns early)
                 l = __fadd_rn(l, __fmul_rn(sum, 0.00390625f));
-            // P's codes into shared memory, 16-byte chunk k of the row at chunk k ^ (row % 8)
-            uint4 *prow = reinterpret_cast<uint4 *>(sh.p + row * BN);
-#pragma unroll
-            for (int k = 0; k < BN / 16; k++)
-                prow[k ^ (row % 8)] = make_uint4(codes[4 * k], codes[4 * k + 1], codes[4 * k + 2], codes[4 * k + 3]);
-            if constexpr (LEAK) { // the diagonal blocks' P / 256 in bf16: 64-byte rows, chunk c at c ^ (row / 2 % 4)
-                const unsigned diag = diagonal(j);
-                for (int bk = 0; bk < BN / 32; bk++) {
-                    if (!(diag >> bk & 1u))
-                        continue;
-                    // the block's codes back from this thread's row of P (chunks 2 bk, 2 bk + 1),
-                    // so that the registers that made them are free by now
-                    uint4 *brow = reinterpret_cast<uint4 *>(sh.bf.p[bk] + row * 64);
-#pragma unroll
-                    for (int half = 0; half < 2; half++) {
-                        const uint4 q4 = prow[(2 * bk + half) ^ (row % 8)];
-                        const uint32_t in[4] = {q4.x, q4.y, q4.z, q4.w};
-#pragma unroll
-                        for (int c4 = 0; c4 < 2; c4++) { // 16 bytes of bf16: 8 keys
-                            uint32_t w[4];
-#pragma unroll
-                            for (int t = 0; t < 4; t++) {
-                                const uint32_t two = in[2 * c4 + t / 2] >> (16 * (t % 2));
-                                w[t] = e4m3_over_256_bf16(two & 0xFFu) | e4m3_over_256_bf16(two >> 8 & 0xFFu) << 16;
-                            }
-                            brow[(2 * half + c4) ^ (row / 2 % 4)] = make_uint4(w[0], w[1], w[2], w[3]);
-                        }
-                    }
-                }
-            }
             fence_to_async_proxy();
             tc_fence_before();
             bar_arrive(&sh.p_full);
             if (slow && j >= jd) // after each block's step, the rows whose last step it was
+#pragma unroll 1
                 for (int kb = 0; kb < BN / 32; kb++) {
                     bar_wait(&sh.o_block, blocks++ & 1);
                     tc_fence_after();
@@ -615,7 +669,7 @@ int64_t esz(const nd3 &x)
     return esize(x.dtype);
 }
 
-template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_t stream)
+template <int D, bool LEAK, bool P_DYNAMIC> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_t stream)
 {
     using dm = dims<D, LEAK>;
     constexpr int KB = dm::KB, QA = dm::QA, VA = dm::VA;
@@ -649,7 +703,7 @@ template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, 
     cudaError_t e = cudaSuccess;
     uint8_t *qc, *qsb, *kc, *ksb, *vc, *vsb, *qp, *kp, *vt, *qa, *ka, *va;
     seq_info *dseqs;
-    int *v_nan;
+    int *v_nan, *tiny;
     uint16_t *vbf = nullptr; // the leak-free mask's bf16 V^T
     const size_t sizes[] = {(size_t)(tq * hq * D), (size_t)(tq * hq * KB), (size_t)(tk * hkv * D),
                             (size_t)(tk * hkv * KB), (size_t)(tk * hkv * D), (size_t)(vblocks * hkv * D)};
@@ -664,6 +718,7 @@ template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, 
     if ((e = mem.get(&base, total)) != cudaSuccess || (e = mem.get(&pbase, packed)) != cudaSuccess ||
         (e = mem.get(&dseqs, sizeof(seq_info) * (size_t)batch)) != cudaSuccess ||
         (e = mem.get(&v_nan, sizeof(int) * (size_t)(hkv * k_rows / BN))) != cudaSuccess ||
+        (e = mem.get(&tiny, sizeof(int))) != cudaSuccess ||
         (LEAK && (e = mem.get(&vbf, sizeof(uint16_t) * (size_t)(hkv * D * k_rows))) != cudaSuccess)) {
         free(seqs), free(vsegs);
         return e;
@@ -679,6 +734,8 @@ template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, 
         e = cudaMemsetAsync(va, 0, v_atoms, stream);
     if (e == cudaSuccess)
         e = cudaMemsetAsync(v_nan, 0, sizeof(int) * (size_t)(hkv * k_rows / BN), stream);
+    if (e == cudaSuccess)
+        e = cudaMemsetAsync(tiny, 0, sizeof(int), stream);
 
     auto head = [&](const nd3 &x, int64_t hh) {
         return dview{x.base + hh * x.s1 * esz(x), x.n0, D, x.s0, x.s2, x.dtype};
@@ -711,7 +768,7 @@ template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, 
         pack_rows<D><<<dim3((unsigned)(k_rows / 128), (unsigned)hkv), 128, 0, stream>>>(kc, ksb, dseqs, batch, true,
                                                                                       hkv, k_rows, kp, ka);
         pack_v<D><<<dim3((unsigned)(k_rows / 32), (unsigned)hkv), D, 0, stream>>>(vc, vsb, dseqs, batch, hkv, k_rows,
-                                                                                vt, va, v_nan);
+                                                                                vt, va, v_nan, a.p_dynamic, tiny);
         if (LEAK)
             pack_v_bf16<D><<<dim3((unsigned)(k_rows / 32), (unsigned)hkv), D, 0, stream>>>(a.v, dseqs, batch, k_rows,
                                                                                      vbf, v_nan);
@@ -719,6 +776,23 @@ template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, 
     if ((e = cudaGetLastError()) != cudaSuccess) {
         free(seqs);
         return e;
+    }
+    // Dynamic P puts P's 2^-8 on V's scale bytes, which a block of V with
+    // non-zero codes and a scale below 8 cannot take: such a call is
+    // refused before anything is written, which takes a wait here.
+    if (a.p_dynamic && tk > 0) {
+        int host_tiny = 0;
+        if ((e = cudaMemcpyAsync(&host_tiny, tiny, sizeof(int), cudaMemcpyDeviceToHost, stream)) != cudaSuccess ||
+            (e = cudaStreamSynchronize(stream)) != cudaSuccess) {
+            free(seqs);
+            return e;
+        }
+        if (host_tiny) {
+            free(seqs);
+            if (a.refused)
+                *a.refused = true;
+            return cudaSuccess;
+        }
     }
 
     CUtensorMap maps[4];
@@ -737,7 +811,7 @@ template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, 
     }
     free(seqs);
     // on every launch: the attribute belongs to the current device
-    if ((e = cudaFuncSetAttribute(attn_fwd_sm100<D, LEAK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    if ((e = cudaFuncSetAttribute(attn_fwd_sm100<D, LEAK, P_DYNAMIC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   SMEM_BYTES<D, LEAK>)) != cudaSuccess)
         return e;
     const uint32_t log2e_bits = 0x3FB8AA3Bu; // fl(log2 e)
@@ -745,7 +819,7 @@ template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, 
     memcpy(&log2e, &log2e_bits, 4);
     const float c = a.softmax_scale * log2e; // one fp32 product, as the reference computes it
     const attn_out out = {a.o.base, a.o.s0, a.o.s1, a.o.s2, a.o.dtype == MXFA_BF16, a.lse, a.ls0, a.ls1};
-    attn_fwd_sm100<D, LEAK><<<dim3((unsigned)tiles, (unsigned)hq), THREADS, SMEM_BYTES<D, LEAK>, stream>>>(
+    attn_fwd_sm100<D, LEAK, P_DYNAMIC><<<dim3((unsigned)tiles, (unsigned)hq), THREADS, SMEM_BYTES<D, LEAK>, stream>>>(
         maps[0], maps[1], maps[2], maps[3], qa, ka, va, dseqs, batch, (int)(hq / hkv), q_rows, k_rows, v_nan, a.causal,
         c, out);
     return cudaGetLastError();
@@ -755,10 +829,18 @@ template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, 
 
 cudaError_t launch_attn_fwd_sm100(const attn_fwd_args &a, cudaStream_t stream)
 {
+    // an instance a head dim, mask kind and P scaling
+    auto of = [&](auto d) {
+        constexpr int D = decltype(d)::value;
+        return a.leak_free ? a.p_dynamic ? launch_attn_fwd<D, true, true>(a, stream)
+                                         : launch_attn_fwd<D, true, false>(a, stream)
+               : a.p_dynamic ? launch_attn_fwd<D, false, true>(a, stream)
+                             : launch_attn_fwd<D, false, false>(a, stream);
+    };
     switch (a.q.n2) {
-    case 64: return a.leak_free ? launch_attn_fwd<64, true>(a, stream) : launch_attn_fwd<64, false>(a, stream);
-    case 128: return a.leak_free ? launch_attn_fwd<128, true>(a, stream) : launch_attn_fwd<128, false>(a, stream);
-    case 256: return a.leak_free ? launch_attn_fwd<256, true>(a, stream) : launch_attn_fwd<256, false>(a, stream);
+    case 64: return of(std::integral_constant<int, 64>());
+    case 128: return of(std::integral_constant<int, 128>());
+    case 256: return of(std::integral_constant<int, 256>());
     default: return cudaErrorInvalidValue; // the backend refuses other head dims with its own words
     }
 }
