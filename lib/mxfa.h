@@ -506,6 +506,11 @@ MXFA_API mxfa_status mxfa_p_scale_parse(const char *name, mxfa_p_scale *p);
  *   lse: [tokens_q, Hq] MXFA_F32 (natural log of the softmax denominator,
  *      with the scale), or NULL. A query that sees no key gets O = 0 and
  *      LSE = -Inf.
+ * On the cuda backend under sm100 with dynamic P, the call waits for its own
+ * quantization of V before it returns, also on device memory, and refuses
+ * (MXFA_ERR_UNSUPPORTED) a V with a block of non-zero values whose scale is
+ * below 2^-119: the hardware's scale bytes cannot carry P's 2^-8 there
+ * (docs/BLACKWELL.md).
  */
 MXFA_API mxfa_status mxfa_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_tensor *q,
                                    const mxfa_tensor *k, const mxfa_tensor *v, const int32_t *cu_seqlens_q,
