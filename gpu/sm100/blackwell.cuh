@@ -132,6 +132,48 @@ __device__ __forceinline__ void tmem_wait_st()
     asm volatile("tcgen05.wait::st.sync.aligned;" ::: "memory");
 }
 
+// ---- a GEMM tile's accumulator (D in columns [0, BN), a row a lane) ----
+
+// C's row `row` (columns n0 .. n0 + BN - 1, zeros past M and N) into this
+// thread's lane of the accumulator, before the chain: its first step adds it.
+template <int BN>
+__device__ __forceinline__ void accumulator_from_c(uint32_t lanes, int64_t row, int64_t n0, int64_t M, int64_t N,
+                                                   const float *c, int64_t c_rs, int64_t c_cs)
+{
+    for (int j = 0; j < BN; j += 32) {
+        uint32_t v[32];
+#pragma unroll
+        for (int i = 0; i < 32; i++) {
+            const int64_t col = n0 + j + i;
+            v[i] = row < M && col < N ? __float_as_uint(c[row * c_rs + col * c_cs]) : 0u;
+        }
+        tmem_st32(lanes + j, v);
+    }
+    tmem_wait_st();
+}
+
+// D's row out of this thread's lane of the accumulator, 32 columns at a
+// time; a chain of no step (K = 0) gives D = C, or zeros without C.
+template <int BN>
+__device__ __forceinline__ void accumulator_to_d(uint32_t lanes, int64_t row, int64_t n0, int64_t M, int64_t N,
+                                                 bool chained, const float *c, int64_t c_rs, int64_t c_cs, float *d,
+                                                 int64_t d_rs, int64_t d_cs)
+{
+    for (int j = 0; j < BN; j += 32) {
+        uint32_t v[32];
+        if (chained) {
+            tmem_ld32(lanes + j, v);
+            tmem_wait_ld();
+        }
+#pragma unroll
+        for (int i = 0; i < 32; i++) {
+            const int64_t col = n0 + j + i;
+            if (row < M && col < N)
+                d[row * d_rs + col * d_cs] = chained ? __uint_as_float(v[i]) : c ? c[row * c_rs + col * c_cs] : 0.0f;
+        }
+    }
+}
+
 // ---- bulk copies ----
 
 // `bytes` (a multiple of 16) from global to shared memory, completing on bar.

@@ -100,18 +100,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int64_t row = m0 + warp * 32 + lane;
     const uint32_t my_lanes = tmem + ((uint32_t)(warp * 32) << 16);
 
-    if (c && nkb > 0) { // C into the accumulator
-        for (int j = 0; j < BN; j += 32) {
-            uint32_t v[32];
-#pragma unroll
-            for (int i = 0; i < 32; i++) {
-                const int64_t col = n0 + j + i;
-                v[i] = row < M && col < N ? __float_as_uint(c[row * c_rs + col * c_cs]) : 0u;
-            }
-            tmem_st32(my_lanes + j, v);
-        }
-        tmem_wait_st();
-    }
+    if (c && nkb > 0)
+        accumulator_from_c<BN>(my_lanes, row, n0, M, N, c, c_rs, c_cs);
     tc_fence_before();
     __syncthreads();
     tc_fence_after();
@@ -155,25 +145,12 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
     __syncwarp();
 
-    // D out of tensor memory, 32 columns at a time
+    // D out of tensor memory
     if (nks > 0) {
         bar_wait(&sh.done, 0);
         tc_fence_after();
     }
-    for (int j = 0; j < BN; j += 32) {
-        uint32_t v[32];
-        if (nks > 0) {
-            tmem_ld32(my_lanes + j, v);
-            tmem_wait_ld();
-        }
-#pragma unroll
-        for (int i = 0; i < 32; i++) {
-            const int64_t col = n0 + j + i;
-            if (row < M && col < N)
-                d[row * d_rs + col * d_cs] =
-                    nks > 0 ? __uint_as_float(v[i]) : c ? c[row * c_rs + col * c_cs] : 0.0f; // K = 0: D = C
-        }
-    }
+    accumulator_to_d<BN>(my_lanes, row, n0, M, N, nks > 0, c, c_rs, c_cs, d, d_rs, d_cs);
     tc_fence_before();
     __syncthreads();
     if (warp == 0) {
