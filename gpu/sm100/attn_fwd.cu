@@ -313,20 +313,29 @@ template <int D, bool LEAK, bool P_DYNAMIC> cudaError_t launch_attn_fwd(const at
     memcpy(&log2e, &log2e_bits, 4);
     const float c = a.softmax_scale * log2e; // one fp32 product, as the reference computes it
     const attn_out out = {a.o.base, a.o.s0, a.o.s1, a.o.s2, a.o.dtype == MXFA_BF16, a.lse, a.ls0, a.ls1};
-    auto launch = [&](auto kernel, int threads, size_t smem) {
-        // on every launch: the attribute belongs to the current device
-        cudaError_t r = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (r != cudaSuccess)
-            return r;
-        kernel<<<dim3((unsigned)ctas, (unsigned)hq), threads, smem, stream>>>(
-            maps[0], maps[1], maps[2], maps[3], qa, ka, va, dseqs, batch, (int)(hq / hkv), q_rows, k_rows, v_nan,
+    const int group = (int)(hq / hkv);
+    if constexpr (PINGPONG) { // persistent: a CTA an SM, each walking the work tiles (pairs x heads)
+        auto kernel = attn_fwd_pingpong<D, LEAK, P_DYNAMIC>;
+        int device = 0, sms = 0;
+        if ((e = cudaGetDevice(&device)) != cudaSuccess ||
+            (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess ||
+            (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)PP_SMEM<D, LEAK>)) !=
+                cudaSuccess) // on every launch: the attribute belongs to the current device
+            return e;
+        const int64_t n_work = ctas * hq;
+        kernel<<<(unsigned)min(n_work, (int64_t)max(sms, 1)), PP_THREADS, PP_SMEM<D, LEAK>, stream>>>(
+            maps[0], maps[1], maps[2], maps[3], qa, ka, va, dseqs, batch, group, hq, n_work, q_rows, k_rows, v_nan,
             a.causal, c, out);
-        return cudaGetLastError();
-    };
-    if constexpr (PINGPONG)
-        return launch(attn_fwd_pingpong<D, LEAK, P_DYNAMIC>, PP_THREADS, PP_SMEM<D, LEAK>);
-    else
-        return launch(attn_fwd_single<D, LEAK, P_DYNAMIC>, SINGLE_THREADS, SINGLE_SMEM<D, LEAK>);
+    } else {
+        auto kernel = attn_fwd_single<D, LEAK, P_DYNAMIC>;
+        if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      (int)SINGLE_SMEM<D, LEAK>)) != cudaSuccess)
+            return e;
+        kernel<<<dim3((unsigned)ctas, (unsigned)hq), SINGLE_THREADS, SINGLE_SMEM<D, LEAK>, stream>>>(
+            maps[0], maps[1], maps[2], maps[3], qa, ka, va, dseqs, batch, group, q_rows, k_rows, v_nan, a.causal, c,
+            out);
+    }
+    return cudaGetLastError();
 }
 
 } // namespace

@@ -328,16 +328,18 @@ template <int D> __device__ __forceinline__ void rescale_o(uint32_t o, const max
 
 // The output of query `token`, head h: O / l and LSE = (m + log2 l) ln 2
 // from the row's O at o; a row that saw nothing (l = 0) writes 0 and -Inf
-// and never reads its O.
+// and does not need its O (a warp none of whose rows does reads nothing).
 template <int D>
 __device__ __forceinline__ void write_o(uint32_t o, bool mine, float m, float l, int64_t token, int h,
                                        const attn_out &out)
 {
-    const bool any = l != 0.0f || l != l;
+    const bool any = l != 0.0f || l != l, load = __any_sync(0xFFFFFFFFu, mine && any);
     for (int q = 0; q < D / 32; q++) {
-        uint32_t v[32];
-        tmem_ld32(o + 32 * q, v);
-        tmem_wait_ld();
+        uint32_t v[32] = {};
+        if (load) {
+            tmem_ld32(o + 32 * q, v);
+            tmem_wait_ld();
+        }
         if (mine)
 #pragma unroll
             for (int e = 0; e < 32; e++) {
