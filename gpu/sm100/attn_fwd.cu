@@ -316,6 +316,13 @@ template <int D, bool LEAK, bool P_DYNAMIC> cudaError_t launch_attn_fwd(const at
     const int group = (int)(hq / hkv);
     if constexpr (PINGPONG) { // persistent: a CTA an SM, each walking the work tiles (pairs x heads)
         auto kernel = attn_fwd_pingpong<D, LEAK, P_DYNAMIC>;
+        // its setmaxnreg split adds up to 128 registers a thread: built for fewer, an increase
+        // would wait forever (tests/t-sm100-build.sh checks the build; this, the module loaded)
+        cudaFuncAttributes fa;
+        if ((e = cudaFuncGetAttributes(&fa, kernel)) != cudaSuccess)
+            return e;
+        if (fa.numRegs != 128)
+            return cudaErrorLaunchOutOfResources;
         int device = 0, sms = 0;
         if ((e = cudaGetDevice(&device)) != cudaSuccess ||
             (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess ||

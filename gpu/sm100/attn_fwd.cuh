@@ -136,57 +136,83 @@ __device__ __forceinline__ uint32_t widen_p(uint32_t code, uint32_t s)
 
 // ---- a softmax thread's row of one key tile ----
 
-// Block q (32 keys) of the row's scores x = S * c from tensor memory (S's
-// columns at s), keys from `valid` on -Inf.
-__device__ __forceinline__ void tile_scores(uint32_t s, int q, int64_t valid, float c, float (&xs)[32])
+// The row of S (BN columns at s) into registers, in one go: four loads of
+// 32 columns and one wait, so that S's columns are free for what comes next
+// as soon as it returns.
+__device__ __forceinline__ void load_row(uint32_t s, uint32_t (&v)[BN])
 {
-    uint32_t v[32];
-    tmem_ld32(s + 32 * q, v);
-    tmem_wait_ld();
 #pragma unroll
-    for (int i = 0; i < 32; i++)
-        xs[i] = 32 * q + i < valid ? __fmul_rn(__uint_as_float(v[i]), c) : NEG_INF;
+    for (int q = 0; q < BN / 32; q++)
+        tmem_ld32(s + 32 * q, *reinterpret_cast<uint32_t(*)[32]>(v + 32 * q));
+    tmem_wait_ld();
+}
+
+// The steps below take the row's scores a block of 32 keys at a time from
+// `block(q, w)`, which puts S's columns 32q .. 32q + 31 into w: from
+// registers that load_row filled (the ping-pong kernel, which frees S's
+// columns early), or straight from tensor memory (the one-tile kernel, which
+// so holds no more than a block of scores).
+
+// Key 32 q + i's score x = S * c, -Inf from `valid` on (keys the row does
+// not see).
+__device__ __forceinline__ float score(const uint32_t (&w)[32], int q, int i, int64_t valid, float c)
+{
+    return 32 * q + i < valid ? __fmul_rn(__uint_as_float(w[i]), c) : NEG_INF;
 }
 
 // The running maximum m over the tile, in key order as the reference takes
-// it: a NaN score makes it NaN. S is read 32 columns at a time, so that no
-// more than a block of scores is held.
-__device__ __forceinline__ float tile_max(uint32_t s, int64_t valid, float c, float m)
+// it: a NaN score makes it NaN. HELD: the scores are in registers, whose
+// index must be known when compiling (the blocks unrolled); else one block
+// is loaded at a time.
+template <bool HELD, typename Block>
+__device__ __forceinline__ float row_max(Block block, int64_t valid, float c, float m)
 {
-#pragma unroll 1
-    for (int q = 0; q < BN / 32; q++) {
-        float xs[32];
-        tile_scores(s, q, valid, c, xs);
+    auto max_of = [&](int q) {
+        uint32_t w[32];
+        block(q, w);
 #pragma unroll
-        for (int i = 0; i < 32; i++)
-            if (xs[i] > m || xs[i] != xs[i])
-                m = xs[i];
+        for (int i = 0; i < 32; i++) {
+            const float x = score(w, q, i, valid, c);
+            if (x > m || x != x)
+                m = x;
+        }
+    };
+    if constexpr (HELD) {
+#pragma unroll
+        for (int q = 0; q < BN / 32; q++)
+            max_of(q);
+    } else {
+#pragma unroll 1
+        for (int q = 0; q < BN / 32; q++)
+            max_of(q);
     }
     return m;
 }
 
-// P = exp2((x - m) + 8) in [0, 256] from the second read of S, its sum in
-// key order (the return value), and its E4M3 codes, four a word. Const P:
-// the codes of P itself, its 2^-8 in the scale byte 0x77. Dynamic P: each
-// block of 32 keys by the rceil rule, whose byte goes into byte kb of
-// *pword (V's scale bytes carry the 2^-8: see pack_v). P >= 0, Inf or NaN,
-// and rceil never poisons: the saturating conversion of P / 2^scale is the
-// encoder's code (Inf -> 448, NaN -> 0x7F).
-template <bool P_DYNAMIC>
-__device__ __forceinline__ float make_p(uint32_t s, int64_t valid, float c, float m, uint32_t (&codes)[BN / 4],
+// P = exp2((x - m) + 8) in [0, 256], its sum in key order (the return
+// value), and its E4M3 codes, four a word. Const P: the codes of P itself,
+// its 2^-8 in the scale byte 0x77. Dynamic P: each block of 32 keys by the
+// rceil rule, whose byte goes into byte kb of *pword (V's scale bytes carry
+// the 2^-8: see pack_v). P >= 0, Inf or NaN, and rceil never poisons: the
+// saturating conversion of P / 2^scale is the encoder's code (Inf -> 448,
+// NaN -> 0x7F).
+template <bool P_DYNAMIC, typename Block>
+__device__ __forceinline__ float make_p(Block block, int64_t valid, float c, float m, uint32_t (&codes)[BN / 4],
                                         uint32_t *pword)
 {
     float sum = 0.0f;
     *pword = P_DYNAMIC ? 0u : P_SCALE_WORD;
 #pragma unroll
     for (int kb = 0; kb < BN / 32; kb++) {
+        uint32_t w[32];
+        block(kb, w);
         float xs[32];
-        tile_scores(s, kb, valid, c, xs);
         uint32_t amax = 0;
         bool has_nan = false, has_inf = false;
 #pragma unroll
         for (int i = 0; i < 32; i++) {
-            xs[i] = xs[i] == NEG_INF ? 0.0f : mx_exp2(__fadd_rn(__fsub_rn(xs[i], m), 8.0f));
+            const float x = score(w, kb, i, valid, c);
+            xs[i] = x == NEG_INF ? 0.0f : mx_exp2(__fadd_rn(__fsub_rn(x, m), 8.0f));
             sum = __fadd_rn(sum, xs[i]);
             const uint32_t a = __float_as_uint(xs[i]) & 0x7FFFFFFFu;
             has_nan |= a > 0x7F800000u, has_inf |= a == 0x7F800000u;

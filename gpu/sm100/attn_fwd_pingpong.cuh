@@ -30,8 +30,8 @@
 // the rest).
 //
 // For each key tile j the MMA warp issues S0(j), S1(j), then O0 += P0 V,
-// O1 += P1 V; softmax g reads S_g(j) while the tensor cores compute the
-// other tile's products. At the end of a work tile it goes on with the next
+// O1 += P1 V; softmax g loads its S_g(j) into registers at once and says so,
+// so that the other tile's next S can go ahead while it computes. At the end of a work tile it goes on with the next
 // one's S products at once (unroll-KV): their scales take the other S
 // region as any later key tile's do, so only the next P V waits, for the
 // correction to have written the output out of O (after the row sums).
@@ -55,9 +55,10 @@ namespace mxfa_gpu {
 namespace {
 
 constexpr int PP_THREADS = 512;
-constexpr int PP_SOFTMAX_REGS = 176, PP_CORRECTION_REGS = 96, PP_OTHER_REGS = 64;
+constexpr int PP_SOFTMAX_REGS = 184, PP_CORRECTION_REGS = 96, PP_OTHER_REGS = 48;
 // setmaxnreg moves registers between the warpgroups inside the CTA's allocation (128 a thread at 512
-// threads): the counts times the warps must add up to it exactly, or an increase would wait forever
+// threads): the counts times the warps must add up to it exactly, or an increase would wait forever.
+// The softmax holds a row of 128 scores; these are the counts at which ptxas spills nothing.
 static_assert(8 * PP_SOFTMAX_REGS + 4 * PP_CORRECTION_REGS + 4 * PP_OTHER_REGS == 16 * 128, "register split");
 
 template <int D, bool LEAK> struct pp_layout {
@@ -334,14 +335,21 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
                 bar_wait(&sh.s_full[g], n & 1);
                 tc_fence_after();
                 const int64_t valid = min(wk.sq.lk - 1, lim) - (int64_t)j * BN + 1; // keys of the tile this row sees
-                const float m_new = tile_max(s_cols, valid, c, m);
+                uint32_t v[BN];
+                load_row(s_cols, v);
+                tc_fence_before();
+                bar_arrive(&sh.s_read[g]); // S_g's region may take the other tile's scales now
+                auto block = [&](int q, uint32_t(&w)[32]) {
+#pragma unroll
+                    for (int e = 0; e < 32; e++)
+                        w[e] = v[32 * q + e];
+                };
+                const float m_new = row_max<true>(block, valid, c, m);
                 const max_step st = step_max(&m, m_new);
                 sh.alpha[g][row] = st.alpha, sh.grows[g][row] = st.grows, sh.clear[g][row] = st.clear;
                 bar_arrive(&sh.stat_full[g]); // the correction rescales O_g meanwhile
                 uint32_t codes[BN / 4], pword;
-                const float sum = make_p<P_DYNAMIC>(s_cols, valid, c, m, codes, &pword);
-                tc_fence_before();
-                bar_arrive(&sh.s_read[g]); // S_g's region may take the other tile's scales now
+                const float sum = make_p<P_DYNAMIC>(block, valid, c, m, codes, &pword);
                 if (n > 0) { // the last P_g V must be done before P_g is rewritten
                     bar_wait(&sh.o_done[g], (n - 1) & 1);
                     tc_fence_after();

@@ -222,13 +222,18 @@ __global__ void __launch_bounds__(SINGLE_THREADS, 1)
             bar_wait(&sh.s_full, j & 1);
             tc_fence_after();
             const int64_t valid = min(sq.lk - 1, lim) - (int64_t)j * BN + 1; // keys of the tile this row sees
-            const float m_new = tile_max(lanes + ly::S_COL, valid, c, m);
+            // S is read twice, once for the maximum and once for P, a block at a time
+            auto block = [&](int q, uint32_t(&w)[32]) {
+                tmem_ld32(lanes + ly::S_COL + 32 * q, w);
+                tmem_wait_ld();
+            };
+            const float m_new = row_max<false>(block, valid, c, m);
             // The reference rescales O and l, then makes P with the new
             // maximum; P goes first here, the order of the arithmetic on each
             // value is the reference's.
             const max_step st = step_max(&m, m_new);
             uint32_t codes[BN / 4], pword;
-            const float sum = make_p<P_DYNAMIC>(lanes + ly::S_COL, valid, c, m, codes, &pword);
+            const float sum = make_p<P_DYNAMIC>(block, valid, c, m, codes, &pword);
             // the last P V must be done before O is touched and P rewritten
             if (j > 0) {
                 bar_wait(&sh.o_done, (j - 1) & 1);
