@@ -171,6 +171,17 @@ template <int D, bool LEAK, bool P_DYNAMIC> cudaError_t launch_attn_fwd(const at
     // the kernel: two query tiles a CTA where their accumulators fit tensor memory
     constexpr bool PINGPONG = D <= 128;
     constexpr int64_t TILES_PER_CTA = PINGPONG ? 2 : 1;
+    if constexpr (PINGPONG) {
+        // its setmaxnreg split adds up to 128 registers a thread: built for fewer, an increase
+        // would wait forever (tests/t-sm100-build.sh checks the build; this, the image loaded),
+        // so such an image is refused before any work
+        cudaFuncAttributes fa;
+        const cudaError_t r = cudaFuncGetAttributes(&fa, attn_fwd_pingpong<D, LEAK, P_DYNAMIC>);
+        if (r != cudaSuccess)
+            return r;
+        if (fa.numRegs != 128)
+            return cudaErrorInvalidKernelImage;
+    }
     const int64_t tq = a.q.n0, tk = a.k.n0, hq = a.q.n1, hkv = a.k.n1;
     const int batch = a.batch;
     seq_info *seqs = static_cast<seq_info *>(malloc(sizeof(seq_info) * (size_t)batch));
@@ -316,13 +327,6 @@ template <int D, bool LEAK, bool P_DYNAMIC> cudaError_t launch_attn_fwd(const at
     const int group = (int)(hq / hkv);
     if constexpr (PINGPONG) { // persistent: a CTA an SM, each walking the work tiles (pairs x heads)
         auto kernel = attn_fwd_pingpong<D, LEAK, P_DYNAMIC>;
-        // its setmaxnreg split adds up to 128 registers a thread: built for fewer, an increase
-        // would wait forever (tests/t-sm100-build.sh checks the build; this, the module loaded)
-        cudaFuncAttributes fa;
-        if ((e = cudaFuncGetAttributes(&fa, kernel)) != cudaSuccess)
-            return e;
-        if (fa.numRegs != 128)
-            return cudaErrorLaunchOutOfResources;
         int device = 0, sms = 0;
         if ((e = cudaGetDevice(&device)) != cudaSuccess ||
             (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess ||

@@ -339,10 +339,10 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
                 load_row(s_cols, v);
                 tc_fence_before();
                 bar_arrive(&sh.s_read[g]); // S_g's region may take the other tile's scales now
-                auto block = [&](int q, uint32_t(&w)[32]) {
+                auto block = [&](int q, uint32_t(&out32)[32]) {
 #pragma unroll
                     for (int e = 0; e < 32; e++)
-                        w[e] = v[32 * q + e];
+                        out32[e] = v[32 * q + e];
                 };
                 const float m_new = row_max<true>(block, valid, c, m);
                 const max_step st = step_max(&m, m_new);
