@@ -444,7 +444,7 @@ mxfa_status attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_n
     memcpy(&a.log2e, &log2e_bits, 4);
     a.softmax_scale = p->softmax_scale;
     a.c = p->softmax_scale * a.log2e;
-    return c.finish(launch_attn_bwd_sm90(a, c.stream()));
+    return c.finish(a.sm100 ? launch_attn_bwd_sm100(a, c.stream()) : launch_attn_bwd_sm90(a, c.stream()));
 }
 
 mxfa_status device_info(mxfa_ctx *ctx, int *arch, char *name, size_t name_len)

@@ -105,6 +105,10 @@ struct attn_bwd_args {
     float softmax_scale, log2e, c; // c = softmax_scale * log2e, one fp32 product
 };
 cudaError_t launch_attn_bwd_sm90(const attn_bwd_args &a, cudaStream_t stream);
+// The same under the sm100 model on Blackwell (gpu/sm100/attn_bwd.cu): the
+// fused kernel where it applies, else the composition above on Blackwell's
+// GEMMs.
+cudaError_t launch_attn_bwd_sm100(const attn_bwd_args &a, cudaStream_t stream);
 
 // Byte permutations (gpu/common/layout.cu).
 cudaError_t launch_copy(const dview &src, const dview &dst, cudaStream_t stream);

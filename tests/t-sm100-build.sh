@@ -18,8 +18,12 @@ src=${MXFA_SRCDIR:-..}
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 # file, then the SASS mnemonics its sm_100a code must contain
-kernels="gemm_mxf8:UTCQMMA,UTCCP,UTCBAR,LDTM,STTM gemm_bf16:UTCHMMA,UTCBAR,LDTM,STTM attn_fwd:UTCQMMA,UTCHMMA,UTCCP,UTCBAR,LDTM,STTM"
-echo "1..$(( $(echo $kernels | wc -w) * 3 + 1 ))"
+kernels="gemm_mxf8:UTCQMMA,UTCCP,UTCBAR,LDTM,STTM gemm_bf16:UTCHMMA,UTCBAR,LDTM,STTM attn_fwd:UTCQMMA,UTCHMMA,UTCCP,UTCBAR,LDTM,STTM attn_bwd:UTCQMMA,UTCCP,UTCBAR,LDTM,STTM"
+# file, then its kernels that move registers between warpgroups with
+# setmaxnreg, whose split adds up to 128 a thread: launched with fewer, an
+# increase would wait forever
+split="attn_fwd:attn_fwd_pingpong attn_bwd:attn_bwd_fused"
+echo "1..$(( $(echo $kernels | wc -w) * 3 + $(echo $split | wc -w) ))"
 cuobjdump=$(command -v cuobjdump || { [ -n "$NVCC" ] && d=$(dirname "$(command -v "$NVCC")") && [ -x "$d/cuobjdump" ] && echo "$d/cuobjdump"; })
 n=0
 for k in $kernels; do
@@ -59,23 +63,21 @@ for k in $kernels; do
     else
         echo "not ok $n - ptxas's report on $f has no sm_100a entry"
     fi
-    # the ping-pong attention kernels move registers between their
-    # warpgroups with setmaxnreg, whose split adds up to 128 a thread
-    # (attn_fwd_pingpong.cuh): launched with fewer, an increase would wait
-    # forever
-    if [ "$f" = attn_fwd ]; then
+    for sp in $split; do
+        [ "${sp%%:*}" = "$f" ] || continue
+        kn=${sp#*:}
         n=$((n + 1))
-        odd=$(awk '/Compiling entry function/ { on = ($0 ~ /for .sm_100a./ && $0 ~ /attn_fwd_pingpong/) }
+        odd=$(awk -v kn="$kn" '/Compiling entry function/ { on = ($0 ~ /for .sm_100a./ && index($0, kn) > 0) }
             on && /Used [0-9]+ registers/ { if ($0 !~ /Used 128 registers/) print }' "$tmp/$f.log")
         if [ -n "$odd" ]; then
             echo "$odd" | sed 's/^/# /'
-            echo "not ok $n - the ping-pong kernels of $f are not built for 128 registers a thread"
-        elif grep -q "attn_fwd_pingpong.*for 'sm_100a'" "$tmp/$f.log"; then
-            echo "ok $n - the ping-pong kernels of $f are built for 128 registers a thread"
+            echo "not ok $n - the $kn kernels of $f are not built for 128 registers a thread"
+        elif grep -q "$kn.*for 'sm_100a'" "$tmp/$f.log"; then
+            echo "ok $n - the $kn kernels of $f are built for 128 registers a thread (their setmaxnreg split)"
         else
-            echo "not ok $n - ptxas's report on $f has no ping-pong kernel"
+            echo "not ok $n - ptxas's report on $f has no $kn kernel"
         fi
-    fi
+    done
     n=$((n + 1))
     if [ -z "$cuobjdump" ]; then
         echo "ok $n # SKIP cuobjdump is not installed: the SASS of $f is not inspected here"

@@ -147,10 +147,20 @@ typedef struct attn_draw {
     mxfa_attn_params p;
 } attn_draw;
 
+/* The case's description. */
+static void draw_name(const attn_draw *a, outcome *o)
+{
+    snprintf(o->what, sizeof o->what, "%s, %s P, D %lld, batch %d, lengths q %lld k %lld, heads %d/%d, preset %s",
+             a->p.causal == MXFA_CAUSAL ? "leak-free causal" : a->p.causal ? "plain causal" : "no mask",
+             mxfa_p_scale_name(a->p.p_scale), (long long)a->d, a->batch, (long long)a->tq, (long long)a->tk, a->hq,
+             a->hkv, mxfa_preset_name(a->p.preset));
+}
+
 /* many: three sequences of two or three pairs of query tiles, 64 to 144
  * heads, D = 64 or 128: 384 work tiles or more, so that each CTA of the
  * persistent kernel (one an SM, 148 on a B200) takes several one after
- * another. */
+ * another. The backward pass's items, key tiles times heads, are
+ * usually several hundred as well. */
 static void draw_attn(uint32_t most, int many, attn_draw *a, outcome *o)
 {
     memset(a, 0, sizeof *a);
@@ -173,10 +183,7 @@ static void draw_attn(uint32_t most, int many, attn_draw *a, outcome *o)
     a->p.preset = (mxfa_preset)below(4);
     a->p.causal = (mxfa_causal)below(3);
     a->p.p_scale = below(2) ? MXFA_P_DYNAMIC : MXFA_P_CONST;
-    snprintf(o->what, sizeof o->what, "%s, %s P, D %lld, batch %d, lengths q %lld k %lld, heads %d/%d, preset %s",
-             a->p.causal == MXFA_CAUSAL ? "leak-free causal" : a->p.causal ? "plain causal" : "no mask",
-             mxfa_p_scale_name(a->p.p_scale), (long long)a->d, a->batch, (long long)a->tq, (long long)a->tk, a->hq,
-             a->hkv, mxfa_preset_name(a->p.preset));
+    draw_name(a, o);
 }
 
 /* D = A * B^T + C under sm100: shapes with ragged edges, both element
@@ -306,11 +313,18 @@ done:
 
 /* Attention backward under sm100 (draw_attn), f32 or bf16 in and out, NaN
  * and Inf now and then. O and LSE come from the oracle's forward pass; dQ,
- * dK and dV are compared. */
+ * dK and dV are compared. big: long sequences, or (the second) many heads
+ * without the leak-free mask, so that each CTA of the fused kernel takes
+ * several items and dQ passes between CTAs. */
 static void bwd_case(mxfa_ctx *test, mxfa_ctx *oracle, int big, outcome *o)
 {
     attn_draw a;
-    draw_attn(big ? 1200 : 200, 0, &a, o);
+    const int many = big > 0 && big % 2 == 0;
+    draw_attn(big ? many ? 600 : 1200 : 200, many, &a, o);
+    if (many && a.p.causal == MXFA_CAUSAL) { /* the leak-free mask takes the composition */
+        a.p.causal = MXFA_CAUSAL_PLAIN;
+        draw_name(&a, o);
+    }
     const mxfa_dtype din = below(2) ? MXFA_BF16 : MXFA_F32, dg = below(2) ? MXFA_BF16 : MXFA_F32;
     const int es = din == MXFA_BF16 ? 2 : 4, eg = dg == MXFA_BF16 ? 2 : 4;
     const int wild = !big && below(5) == 0;
@@ -454,7 +468,7 @@ int cmd_selftest(int argc, char **argv)
     } kernels[] = {
         {"gemm (tcgen05.mma kind::mxf8f6f4.block_scale)", gemm_case, 2},
         {"attention forward (D = 64, 128, 256; every mask; const and dynamic P)", attn_case, 4},
-        {"attention backward (D = 64, 128, 256; every mask; const and dynamic P)", bwd_case, 2},
+        {"attention backward (fused: D = 64, 128 without the leak-free mask; composed: the rest)", bwd_case, 2},
     };
     for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
         // the large cases' oracle is the cpu backend: none when it is the one under test

@@ -139,6 +139,36 @@ __device__ __forceinline__ uint32_t e8m0_ceil(uint32_t x, uint32_t too_big)
     return (uint32_t)(e + 127);
 }
 
+__device__ __forceinline__ uint32_t umax(uint32_t a, uint32_t b) { return a > b ? a : b; }
+
+// The exact statistics of a block: amax of |x| bits with NaN ignored, and
+// whether it holds NaN or Inf.
+struct amax_acc {
+    uint32_t amax = 0;
+    bool nan = false, inf = false;
+    __device__ __forceinline__ void add(uint32_t x)
+    {
+        uint32_t a = x & 0x7FFFFFFFu;
+        if (a > kF32Inf) {
+            nan = true;
+            return;
+        }
+        inf |= a == kF32Inf;
+        amax = umax(a, amax);
+    }
+    // combine with the lanes lane ^ 1, lane ^ 2, ... lane ^ (width / 2)
+    __device__ __forceinline__ void reduce(int width)
+    {
+        for (int o = 1; o < width; o <<= 1) {
+            uint32_t a = __shfl_xor_sync(0xFFFFFFFFu, amax, o);
+            int flags = __shfl_xor_sync(0xFFFFFFFFu, (int)nan | (int)inf << 1, o);
+            amax = umax(a, amax);
+            nan |= flags & 1;
+            inf |= (flags >> 1) & 1;
+        }
+    }
+};
+
 // What a block's elements decide: its scale byte, whether its elements are
 // all NaN (a poisoned block), and how they round.
 struct block_rule {

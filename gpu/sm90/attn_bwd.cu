@@ -47,29 +47,12 @@
 #include "exp2.cuh"
 #include "hopper.cuh"
 #include "mx.cuh"
+#include "nd3.cuh"
 
 namespace mxfa_gpu {
 namespace {
 
 using namespace sm90;
-
-__device__ __forceinline__ float load3(const nd3 &x, int64_t tok, int64_t h, int64_t c)
-{
-    const int64_t at = tok * x.s0 + h * x.s1 + c * x.s2;
-    if (x.dtype == MXFA_BF16)
-        return __uint_as_float((uint32_t)reinterpret_cast<const uint16_t *>(x.base)[at] << 16);
-    return reinterpret_cast<const float *>(x.base)[at];
-}
-
-__device__ __forceinline__ void store3(const nd3 &x, int64_t tok, int64_t h, int64_t c, float v)
-{
-    const int64_t at = tok * x.s0 + h * x.s1 + c * x.s2;
-    v = v != v ? __uint_as_float(0x7FFFFFFFu) : v; // the canonical NaN, as the reference stores it
-    if (x.dtype == MXFA_BF16)
-        reinterpret_cast<uint16_t *>(x.base)[at] = (uint16_t)f32_to_bf16(__float_as_uint(v));
-    else
-        reinterpret_cast<float *>(x.base)[at] = v;
-}
 
 // delta[t][h] = sum over d of dO * O, fp32 in increasing d (a product
 // rounded, then the sum rounded: the reference's loop). A thread per

@@ -1,0 +1,34 @@
+// Elements of the caller's 3-D tensors (tokens, heads, D) in device code:
+// fp32 or bf16 in, fp32 or bf16 out, as the reference reads and writes them.
+#ifndef MXFA_GPU_COMMON_ND3_CUH
+#define MXFA_GPU_COMMON_ND3_CUH
+
+#include "module.cuh"
+#include "mx.cuh"
+
+namespace mxfa_gpu {
+
+// x[tok][h][c] widened to fp32 (bf16 exactly).
+__device__ __forceinline__ float load3(const nd3 &x, int64_t tok, int64_t h, int64_t c)
+{
+    const int64_t at = tok * x.s0 + h * x.s1 + c * x.s2;
+    if (x.dtype == MXFA_BF16)
+        return __uint_as_float((uint32_t)reinterpret_cast<const uint16_t *>(x.base)[at] << 16);
+    return reinterpret_cast<const float *>(x.base)[at];
+}
+
+// x[tok][h][c] = v, as fp32 or as bf16 at nearest even; every NaN as the
+// canonical 0x7FFFFFFF, as the reference stores it.
+__device__ __forceinline__ void store3(const nd3 &x, int64_t tok, int64_t h, int64_t c, float v)
+{
+    const int64_t at = tok * x.s0 + h * x.s1 + c * x.s2;
+    v = v != v ? __uint_as_float(0x7FFFFFFFu) : v;
+    if (x.dtype == MXFA_BF16)
+        reinterpret_cast<uint16_t *>(x.base)[at] = (uint16_t)f32_to_bf16(__float_as_uint(v));
+    else
+        reinterpret_cast<float *>(x.base)[at] = v;
+}
+
+} // namespace mxfa_gpu
+
+#endif
