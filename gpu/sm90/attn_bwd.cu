@@ -41,9 +41,10 @@
 // The scores of one (sequence, head) are materialized in fp32 (S then P,
 // dP then dS: 8 bytes a score, 2 more for the codes, 6 more for the
 // leak-free mask's bf16 copies), so the memory
-// grows with the square of the longest sequence; the fused kernel of the
-// design (dK and dV resident per key tile, dQ promoted in key-tile order)
-// is not written yet.
+// grows with the square of the longest sequence. On Blackwell the fused
+// kernel of the design (gpu/sm100/attn_bwd.cuh: dK and dV resident per key
+// tile, dQ chained in key-tile order) takes D = 64 and 128 without the
+// leak-free mask; on Hopper there is none yet.
 #include "exp2.cuh"
 #include "hopper.cuh"
 #include "mx.cuh"
