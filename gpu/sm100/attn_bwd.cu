@@ -317,19 +317,29 @@ template <int D, bool P_DYNAMIC> cudaError_t launch_fused(const attn_bwd_args &a
         }
         const bwd_buffers bufs = {qa, oa, qta, ota, ka, va, kta, lse_p, delta_p, dq, dk, dv, sem};
         auto kernel = attn_bwd_fused<D, P_DYNAMIC>;
-        int device = 0, sms = 0;
+        int device = 0, sms = 0, per_sm = 0;
         if ((e = cudaGetDevice(&device)) != cudaSuccess ||
             (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess ||
             (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)BWD_SMEM<D>)) !=
+                cudaSuccess || // on every launch: the attribute belongs to the current device
+            (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, BWD_THREADS, BWD_SMEM<D>)) !=
                 cudaSuccess) {
             release();
             return e;
         }
-        // at most one CTA an SM, all of them resident: the items' dQ order needs every CTA to progress
-        kernel<<<(unsigned)min(n_work, (int64_t)max(sms, 1)), BWD_THREADS, BWD_SMEM<D>, stream>>>(
-            maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], maps[6], bufs, dseqs, batch, group, hq, n_work,
-            q_rows, k_rows, a.causal, a.c, a.log2e, a.preset);
-        if ((e = cudaGetLastError()) != cudaSuccess) {
+        // Every CTA must be resident at once: one waits on another's dQ.
+        // At most one an SM (per_sm is 1), and a cooperative launch, which
+        // fails rather than start fewer (under MPS limits, for one).
+        const int64_t ctas = min(n_work, (int64_t)max(sms, 1) * (int64_t)max(per_sm, 1));
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3((unsigned)ctas), cfg.blockDim = dim3(BWD_THREADS);
+        cfg.dynamicSmemBytes = BWD_SMEM<D>, cfg.stream = stream;
+        cudaLaunchAttribute coop;
+        coop.id = cudaLaunchAttributeCooperative, coop.val.cooperative = 1;
+        cfg.attrs = &coop, cfg.numAttrs = 1;
+        if ((e = cudaLaunchKernelEx(&cfg, kernel, maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], maps[6], bufs,
+                                    (const bwd_seq *)dseqs, batch, group, hq, n_work, q_rows, k_rows, (bool)a.causal,
+                                    a.c, a.log2e, a.preset)) != cudaSuccess) {
             release();
             return e;
         }

@@ -42,10 +42,10 @@
 // - 14-15: only complete the warpgroup.
 //
 // Tensor memory (512 columns, 128 lanes): S^T in [0, 128), dP^T in
-// [128, 256), dV in [256, 256 + D), dK in [256 + D, 256 + 2D). At D = 128
-// that is all of it, so dQ takes S's columns once S has been read, and the
-// scale factors go where an accumulator is dead, behind the barriers that
-// already order the accumulators:
+// [128, 256), dV in [256, 256 + D), dK in [256 + D, 256 + 2D), dQ after
+// them at D = 64. At D = 128 that is all of it, so dQ takes S's columns
+// once S has been read. The scale factors go where an accumulator is dead,
+// behind the barriers that already order the accumulators:
 // - S's (K, Q) in dP's columns: dP's last reading (the dS of the previous
 //   tile) is done before the MMA warp gets here;
 // - dP's (V, dO) and dV's (P, dO^T) in S's columns, once the key rows have
@@ -134,8 +134,10 @@ __device__ __forceinline__ bwd_item make_item(int64_t w, int64_t hq, int group, 
 }
 
 template <int D> struct bwd_layout {
-    static constexpr uint32_t S_COL = 0, DP_COL = 128, DV_COL = 256, DK_COL = 256 + D, DQ_COL = S_COL,
-                              TMEM_COLS = 512;
+    static constexpr uint32_t S_COL = 0, DP_COL = 128, DV_COL = 256, DK_COL = 256 + D, TMEM_COLS = 512;
+    // dQ: columns of its own where they are left (D = 64), else S's
+    static constexpr bool DQ_OWN = DK_COL + 2 * D <= TMEM_COLS;
+    static constexpr uint32_t DQ_COL = DQ_OWN ? DK_COL + D : S_COL;
     // the scale words of each product (4 columns an atom)
     static constexpr uint32_t SF_S_A = DP_COL, SF_S_B = DP_COL + 4;        // K, Q
     static constexpr uint32_t SF_DP_A = S_COL, SF_DP_B = S_COL + 4;        // V, dO
@@ -143,8 +145,8 @@ template <int D> struct bwd_layout {
     static constexpr uint32_t SF_DK_A = DP_COL, SF_DK_B = DP_COL + 4;      // dS^T, Q^T
     static constexpr uint32_t SF_DQ_A = DP_COL + 8, SF_DQ_B = DP_COL + 12; // dS, K^T
     static_assert(DK_COL + D <= TMEM_COLS, "tensor memory layout");
-    // dV's scales live in S's columns while dQ takes them: dQ's C is stored
-    // only after dV has finished (dv_done), so they may overlap
+    // at D = 128 dV's scales live in S's columns, which dQ then takes: dQ's
+    // C is stored only after dV has finished (dv_done)
 };
 
 template <int D> struct __align__(1024) bwd_shared {
@@ -157,7 +159,8 @@ template <int D> struct __align__(1024) bwd_shared {
     uint8_t ds[BM * BN];  // dS codes: a query row of 128 keys
     alignas(128) uint8_t sf_k[SF_ATOM], sf_v[SF_ATOM], sf_kt[SF_ATOM];
     alignas(128) uint8_t sf_q[SF_ATOM], sf_o[SF_ATOM], sf_qt[SF_ATOM], sf_ot[SF_ATOM];
-    alignas(128) uint8_t sf_p[SF_ATOM], sf_ds[SF_ATOM], sf_dst[SF_ATOM];
+    // the scales of pt, dst (rows: keys) and ds (rows: queries)
+    alignas(128) uint8_t sf_p[SF_ATOM], sf_dst[SF_ATOM], sf_ds[SF_ATOM];
     alignas(16) float lse[2][BM], delta[2][BM]; // by iteration parity
     uint64_t kv_full, kv_empty, q_full, q_empty, qt_full, qt_empty;
     uint64_t s_full, s_read, dp_full, p_ready, dv_done, ds_ready, dq_loaded, dq_done, dq_read, dkdv_read;
@@ -165,7 +168,9 @@ template <int D> struct __align__(1024) bwd_shared {
 };
 // At least half of an SM's shared memory, so that one CTA runs on an SM:
 // two would share 512 tensor-memory columns, and the second's allocation
-// would wait for the first, which may wait for the second's dQ.
+// would wait for the first, which may wait for the second's dQ. (512
+// threads at 128 registers fill the register file as well; this does not
+// rest on that alone.)
 template <int D> constexpr size_t BWD_SMEM = sizeof(bwd_shared<D>) + 1024 > 120 * 1024
                                                  ? sizeof(bwd_shared<D>) + 1024
                                                  : 120 * 1024;
@@ -327,9 +332,11 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
             tc_fence_after();
             for (int n = 0; n < item.nq; n++, it++) {
                 const int nqb = (int)((min((int64_t)BM, item.sq.lq - (item.i0 + n) * BM) + 31) / 32);
-                // S^T = K Q^T: S's columns hold the last dQ until the dQ warps have read it
+                // S^T = K Q^T, once the last dV (its scales in S's columns),
+                // dK and dQ (theirs where S's go) have finished; where dQ
+                // takes S's columns, once the dQ warps have read it out
                 if (it > 0) {
-                    bar_wait(&sh.dq_read, (it - 1) & 1);
+                    bar_wait(ly::DQ_OWN ? &sh.dq_done : &sh.dq_read, (it - 1) & 1);
                     tc_fence_after();
                 }
                 bar_wait(&sh.q_full, it & 1);
@@ -337,7 +344,7 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
                 sf(ly::SF_S_A, sh.sf_k), sf(ly::SF_S_B, sh.sf_q);
 #pragma unroll
                 for (int kb = 0; kb < KB; kb++) {
-                    const int step = 2 * (kb % (hd::PW / 32));
+                    const int step = 2 * kb; // 32 bytes of the one panel a step
                     mma_mxf8(tmem + ly::S_COL, rows_desc(sh.k) + step, rows_desc(sh.q) + step,
                              mxfa_tc_idesc_mxf8(MXFA_TC_E4M3, MXFA_TC_E4M3, 128, BM, kb % 4, kb % 4),
                              tmem + ly::SF_S_A, tmem + ly::SF_S_B, kb != 0);
@@ -349,7 +356,7 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
                 sf(ly::SF_DP_A, sh.sf_v), sf(ly::SF_DP_B, sh.sf_o);
 #pragma unroll
                 for (int kb = 0; kb < KB; kb++) {
-                    const int step = 2 * (kb % (hd::PW / 32));
+                    const int step = 2 * kb; // 32 bytes of the one panel a step
                     mma_mxf8(tmem + ly::DP_COL, rows_desc(sh.v) + step, rows_desc(sh.o) + step,
                              mxfa_tc_idesc_mxf8(MXFA_TC_E4M3, MXFA_TC_E4M3, 128, BM, kb % 4, kb % 4),
                              tmem + ly::SF_DP_A, tmem + ly::SF_DP_B, kb != 0);
@@ -374,7 +381,7 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
                 // dK += dS^T Q, its scales over dP once dS is made
                 bar_wait(&sh.ds_ready, it & 1);
                 tc_fence_after();
-                sf(ly::SF_DK_A, sh.sf_ds), sf(ly::SF_DK_B, sh.sf_qt);
+                sf(ly::SF_DK_A, sh.sf_dst), sf(ly::SF_DK_B, sh.sf_qt);
                 for (int kb = 0; kb < nqb; kb++)
                     mma_mxf8(tmem + ly::DK_COL, tile_desc(sh.dst) + 2 * kb, tile_desc(sh.qt) + 2 * kb,
                              mxfa_tc_idesc_mxf8(MXFA_TC_E4M3, MXFA_TC_E4M3, 128, D, kb, kb), tmem + ly::SF_DK_A,
@@ -383,7 +390,7 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
                 // dQ = dQ + dS K, from the running dQ the dQ warps have put in S's columns
                 bar_wait(&sh.dq_loaded, it & 1);
                 tc_fence_after();
-                sf(ly::SF_DQ_A, sh.sf_dst), sf(ly::SF_DQ_B, sh.sf_kt);
+                sf(ly::SF_DQ_A, sh.sf_ds), sf(ly::SF_DQ_B, sh.sf_kt);
                 for (int kb = 0; kb < item.nkb; kb++)
                     mma_mxf8(tmem + ly::DQ_COL, tile_desc(sh.ds) + 2 * kb, tile_desc(sh.kt) + 2 * kb,
                              mxfa_tc_idesc_mxf8(MXFA_TC_E4M3, MXFA_TC_E4M3, 128, D, kb, kb), tmem + ly::SF_DQ_A,
@@ -411,6 +418,7 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
                 bar_wait(&sh.s_full, it & 1);
                 tc_fence_after();
                 bar_wait(&sh.q_full, it & 1);
+                __syncwarp(); // converged for the .sync.aligned loads
                 uint32_t s[64];
                 tmem_ld32(lanes + ly::S_COL + 64 * hf, *reinterpret_cast<uint32_t(*)[32]>(s));
                 tmem_ld32(lanes + ly::S_COL + 64 * hf + 32, *reinterpret_cast<uint32_t(*)[32]>(s + 32));
@@ -456,7 +464,7 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
                     }
                     store_chunks(sh.pt, j, 4 * hf + 2 * blk, cw);
                 }
-                fence_to_async_proxy();
+                fence_to_async_proxy(); // no tcgen05 access since s_read's fence: no tc_fence_before
                 bar_arrive(&sh.p_ready);
                 // dS = P (dP - delta), exactly 0 where P is (the reference
                 // skips those scores); quantized into dS^T and dS once the
@@ -465,6 +473,7 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
                 tc_fence_after();
                 if (it > 0)
                     bar_wait(&sh.dq_done, (it - 1) & 1);
+                __syncwarp();
 #pragma unroll
                 for (int blk = 0; blk < 2; blk++) {
                     uint32_t x[32], cw[8];
@@ -479,8 +488,8 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
                     const uint32_t scale = quantize_square(x, preset, cw);
                     store_chunks(sh.dst, j, 2 * kq, cw);
                     store_column(sh.ds, 32 * kq, j, cw);
-                    sh.sf_ds[sf_byte(j, kq)] = (uint8_t)scale;
-                    sh.sf_dst[sf_byte(32 * kq + lane, qd)] = (uint8_t)scale;
+                    sh.sf_dst[sf_byte(j, kq)] = (uint8_t)scale;
+                    sh.sf_ds[sf_byte(32 * kq + lane, qd)] = (uint8_t)scale;
                 }
                 fence_to_async_proxy();
                 tc_fence_before();
@@ -489,6 +498,7 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
             // the item's dK and dV (unscaled) into this query head's rows
             bar_wait(&sh.dq_done, (it - 1) & 1);
             tc_fence_after();
+            __syncwarp();
             float *dk = buf.dk + ((int64_t)item.h * k_rows + item.sq.k_off + key) * D;
             float *dv = buf.dv + ((int64_t)item.h * k_rows + item.sq.k_off + key) * D;
 #pragma unroll
@@ -524,10 +534,17 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
                 int *sem = buf.sem + qrow / BM;
                 float *dq = buf.dq + (qrow + i) * D;
                 // the key tiles before this one have added theirs
-                while (ld_acquire(sem) != (int)item.t)
-                    __nanosleep(64);
-                bar_wait(&sh.dv_done, it & 1); // S read, dP and dV done: S's columns are free
-                tc_fence_after();
+                // (one lane polls; the warp's barrier passes its acquire on,
+                // and reconverges the warp for the .sync.aligned stores)
+                if (lane == 0)
+                    while (ld_acquire(sem) != (int)item.t)
+                        __nanosleep(64);
+                __syncwarp();
+                if (!ly::DQ_OWN) { // S read, dP and dV done (their scales): S's columns are free
+                    bar_wait(&sh.dv_done, it & 1);
+                    tc_fence_after();
+                    __syncwarp();
+                }
 #pragma unroll 1
                 for (int cb = 0; cb < D / 32; cb++) {
                     uint32_t v[32];
@@ -544,6 +561,7 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
                 bar_arrive(&sh.dq_loaded);
                 bar_wait(&sh.dq_done, it & 1);
                 tc_fence_after();
+                __syncwarp();
 #pragma unroll 1
                 for (int cb = 0; cb < D / 32; cb++) {
                     uint32_t v[32];
@@ -556,7 +574,8 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
                                         __uint_as_float(v[x + 3]));
                 }
                 tc_fence_before();
-                bar_arrive(&sh.dq_read);
+                if (!ly::DQ_OWN)
+                    bar_arrive(&sh.dq_read);
                 // every row's dQ stored before the next key tile may start
                 __threadfence();
                 named_sync(1, BM);
