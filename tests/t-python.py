@@ -290,8 +290,8 @@ else:
 
 cuda_ok = torch is not None and torch.cuda.is_available() and mxfa.backends()["cuda"]["usable"]
 if not cuda_ok:
-    skip("no PyTorch with a CUDA device and the cuda backend: device tensors not checked")
-    skip("no PyTorch with a CUDA device and the cuda backend: device tensors not checked")
+    for _ in range(3):
+        skip("no PyTorch with a CUDA device and the cuda backend: device tensors not checked")
 else:
     arch = mxfa.Context("cuda").device()[0]
     model = "sm100" if arch == 100 else "sm90-fp8"
@@ -304,6 +304,17 @@ else:
     qh = mxfa.quantize(X, "square", "microxcaling", backend="cpu")
     ok(qx.data.is_cuda and same(qx.data.cpu().numpy(), qh.data) and same(qx.scales.cpu().numpy(), qh.scales),
        "quantize on a CUDA tensor: the cpu backend's bytes")
+    # the backward pass on a stream of its own: mxfa's work is ordered on the current stream
+    gd = torch.from_numpy(G).cuda()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        grads = mxfa.attn_bwd(qd, kd, vd, o_d, gd, l_d, cq, ck, model=model, backend="cuda")
+        grads = [g.clone() for g in grads]  # more work queued behind it on the same stream
+    side.synchronize()
+    want = mxfa.attn_bwd(Q, K, V, o_h, G, l_h, cq, ck, model=model, backend="cpu")
+    ok(all(g.is_cuda and same(g.cpu().numpy(), w) for g, w in zip(grads, want)),
+       "attn_bwd on CUDA tensors, on a side stream: the cpu backend's dQ, dK and dV")
 
 print("1..%d" % count)
 sys.exit(1 if failures else 0)
