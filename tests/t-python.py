@@ -7,11 +7,15 @@ E5M2 and E8M0 written here for dequantization; the format's own identities
 quantization); numpy's float64 arithmetic for the metrics; and the errors a
 caller must get. Run by tests/t-python.sh with the build's library."""
 
+import atexit
 import itertools
 import os
+import pickle
+import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 
 import numpy as np
 
@@ -43,6 +47,7 @@ def same(a, b):
 
 CLI = os.environ["MXFA_CLI"]
 TMP = tempfile.mkdtemp(prefix="t-python.")
+atexit.register(shutil.rmtree, TMP, True)
 
 
 def path(name):
@@ -77,8 +82,11 @@ def matrix(rows, cols, wild=False):
 
 ok(cli("--version").strip() == "mxfa " + mxfa.__version__, "mxfa.__version__ is the CLI's version")
 b = mxfa.backends()
-ok(b["ref"]["built"] and b["ref"]["usable"] and b["cpu"]["built"] and b["cpu"]["usable"] and "cuda" in b,
-   "backends(): ref and cpu are built and usable, cuda is listed (%s)" % (b["cuda"]["why"] or "usable"))
+ok(b["ref"]["built"] and b["ref"]["usable"] and b["cpu"]["built"] and b["cpu"]["usable"] and
+   (b["cuda"]["usable"] or b["cuda"]["why"] != ""),
+   "backends(): ref and cpu are built and usable; cuda is usable or says why not (%s)" % (b["cuda"]["why"] or "usable"))
+with mxfa.Context(None) as c:
+    ok(c.name in ("cpu", "ref") and c.device() == (0, "cpu"), "Context(None) is auto: %s, device %r" % (c.name, c.device()))
 
 # ---- quantization against the CLI, every block, preset and format
 
@@ -221,6 +229,35 @@ m = mxfa.compare(o, ot)
 o64 = o.astype(np.float64)
 rel = np.linalg.norm(o64 - ot) / np.linalg.norm(ot)
 cos = np.sum(o64 * ot) / (np.linalg.norm(o64) * np.linalg.norm(ot))
+
+
+def attention64(q, k, v, cq, ck, causal):
+    """Softmax attention in numpy float64, per sequence and head (GQA)."""
+    out, lse = np.zeros(q.shape), np.full(q.shape[:2], -np.inf)
+    group, scale = q.shape[1] // k.shape[1], 1 / np.sqrt(q.shape[2])
+    for b in range(len(cq) - 1):
+        qs, ks, vs = q[cq[b]:cq[b + 1]], k[ck[b]:ck[b + 1]], v[ck[b]:ck[b + 1]]
+        lq, lk = len(qs), len(ks)
+        for h in range(q.shape[1]):
+            s = qs[:, h].astype(np.float64) @ ks[:, h // group].astype(np.float64).T * scale
+            if causal:
+                s[np.arange(lk)[None, :] > np.arange(lq)[:, None] + lk - lq] = -np.inf
+            seen = np.isfinite(s).any(axis=1)
+            mx = np.where(seen, s.max(axis=1, initial=-np.inf), 0)
+            p = np.exp(s - mx[:, None])
+            den = p.sum(axis=1)
+            out[cq[b]:cq[b + 1], h] = np.where(seen[:, None], p @ vs[:, h // group] / np.where(seen, den, 1)[:, None], 0)
+            lse[cq[b]:cq[b + 1], h] = np.where(seen, mx + np.log(np.where(seen, den, 1)), -np.inf)
+    return out, lse
+
+
+for causal in (False, True):
+    ot2, lt2 = mxfa.attn_fwd_truth(Q, K, V, cq, ck, causal=causal)
+    want_o, want_l = attention64(Q, K, V, cq, ck, causal)
+    fin = np.isfinite(want_l)
+    ok(np.abs(ot2 - want_o).max() < 1e-12 and np.array_equal(np.isfinite(lt2), fin) and
+       np.abs(lt2[fin] - want_l[fin]).max() < 1e-12,
+       "attn_fwd_truth (causal %s): numpy's float64 attention to 1e-12" % causal)
 ok(ot.dtype == np.float64 and lt.shape == (200, 2), "attn_fwd_truth: float64 O and LSE")
 ok(abs(m["rel_l2"] - rel) <= 1e-12 * rel and abs(m["cosine"] - cos) <= 1e-12 and m["count"] == o.size,
    "compare: rel_l2 %.6f and cosine as numpy's float64 computes them" % m["rel_l2"])
@@ -264,6 +301,49 @@ raises(mxfa.Error, lambda: mxfa.attn_fwd(Q, K[:, :, :32], V), "mismatched head d
 raises(mxfa.Error, lambda: mxfa.quantize(x, backend="gpu9"), "an unknown backend is refused",
        lambda e: e.name in ("NO_BACKEND", "INVALID"))
 raises(ValueError, lambda: mxfa.attn_fwd(Q, K, V, cq, None), "cu_seqlens_q without cu_seqlens_k is a ValueError")
+raises(ValueError, lambda: mxfa.attn_fwd_truth(Q, K, V, [0, 100, 200], [0, 150]),
+       "cu_seqlens of different batches are a ValueError (the truth too)")
+raises(TypeError, lambda: mxfa.attn_fwd(Q, K, V, [0.0, 200.0], [0, 150]), "float offsets are a TypeError")
+raises(ValueError, lambda: mxfa.attn_fwd(Q, K, V, [0, 2 ** 32 + 200], [0, 150]),
+       "offsets past 2^31 - 1 are a ValueError (not wrapped)")
+raises(mxfa.Error, lambda: mxfa.attn_fwd(Q, K, V, [0, 300], [0, 150]), "offsets past the tokens are refused",
+       lambda e: e.name in ("SHAPE", "INVALID"))
+raises(ValueError, lambda: mxfa.swizzle(mxfa.quantize(X).scales, "row", 2 ** 64 + 70, 100),
+       "a size past the library's range is a ValueError (not wrapped)")
+raises(ValueError, lambda: mxfa.attn_fwd(Q, K, V, block_m=2 ** 32 + 128), "a tile past 2^31 - 1 is a ValueError")
+raises(ValueError, lambda: mxfa.unswizzle(mxfa.quantize(X).scales, "diag", 70, 100), "an unknown block is a ValueError")
+raises(ValueError, lambda: mxfa.gather(mxfa.quantize(X).scales, None, "row", 100), "gather without offsets")
+raises(mxfa.Error, lambda: mxfa.gather(np.zeros((128, 4), np.uint8), [0, 64, 32], "row", 100),
+       "decreasing offsets are the library's refusal")
+e = pickle.loads(pickle.dumps(mxfa.Error(3, "x: bad")))
+ok(isinstance(e, mxfa.Error) and e.status == 3 and e.name == "SHAPE" and str(e) == "x: bad (MXFA_ERR_SHAPE)",
+   "mxfa.Error survives pickling (multiprocessing)")
+
+# threads: each has its own contexts, so a refusal's message is its own
+messages, good = [], []
+
+
+def refused():
+    for _ in range(300):
+        try:
+            mxfa.attn_fwd(Q[:, :, :48], K[:, :, :48], V[:, :, :48], backend="ref")
+        except mxfa.Error as err:
+            messages.append(str(err))
+
+
+def accepted():
+    for _ in range(300):
+        good.append(same(mxfa.quantize(x, backend="ref").data, mxfa.quantize(x, backend="ref").data))
+
+
+threads = [threading.Thread(target=refused), threading.Thread(target=accepted)]
+for th in threads:
+    th.start()
+for th in threads:
+    th.join()
+ok(len(messages) == 300 and all("head dimension 48" in msg for msg in messages) and all(good) and len(good) == 300,
+   "two threads at once: every refusal carries its own message, every result is right")
+
 env = dict(os.environ, MXFA_LIBRARY=path("no-such-libmxfa.so"))
 r = subprocess.run([sys.executable, "-c", "import mxfa"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 ok(r.returncode != 0 and b"cannot load libmxfa" in r.stderr and b"MXFA_LIBRARY" in r.stderr,

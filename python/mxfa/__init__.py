@@ -14,15 +14,13 @@ tensors are taken as bf16 directly); FP8 codes and E8M0 scales are uint8.
 
 import atexit
 import ctypes
+import operator
+import sys
+import threading
 
 import numpy as np
 
 from . import _capi as C
-
-try:  # optional: PyTorch interop
-    import torch as _torch
-except ImportError:  # pragma: no cover - depends on the installation
-    _torch = None
 
 __all__ = [
     "Error", "Context", "MXArray", "backends", "quantize", "dequantize", "transpose", "transpose_square",
@@ -42,9 +40,12 @@ class Error(Exception):
     message is the library's own (mxfa_last_error)."""
 
     def __init__(self, status, message):
-        self.status = status
+        self.status, self.message = status, message
         self.name = _STATUS.get(status, str(status))
         super().__init__("%s (MXFA_ERR_%s)" % (message, self.name))
+
+    def __reduce__(self):  # picklable, for multiprocessing
+        return (Error, (self.status, self.message))
 
 
 def _check(status, ctx=None):
@@ -70,9 +71,14 @@ class Context:
     Usable with `with`; closed at exit otherwise."""
 
     def __init__(self, backend="auto"):
+        if backend is not None and not isinstance(backend, str):
+            raise TypeError("mxfa: a backend is named by a string, got %r" % (backend,))
         handle = ctypes.c_void_p()
-        _check(C.lib.mxfa_open(ctypes.byref(handle), backend.encode()), None)
+        _check(C.lib.mxfa_open(ctypes.byref(handle), (backend or "auto").encode()), None)
         self._handle = handle
+        # libmxfa takes one call at a time on a context: a stream and a call
+        # (and its error message) belong together
+        self.lock = threading.Lock()
 
     @property
     def handle(self):
@@ -106,23 +112,39 @@ class Context:
         return "mxfa.Context(%r)" % (self.name if self._handle is not None else "closed")
 
 
-_contexts = {}
+# The module's contexts: one per thread, backend and CUDA device (a cuda
+# context computes on the device current when it is opened).
+_local = threading.local()
+_all_contexts = []
+_all_lock = threading.Lock()
 
 
-def _context(backend):
+def _context(backend, device=None):
     if isinstance(backend, Context):
         return backend
-    name = backend or "auto"
-    if name not in _contexts:
-        _contexts[name] = Context(name)
-    return _contexts[name]
+    if backend is not None and not isinstance(backend, str):
+        raise TypeError("mxfa: backend must be a name or an mxfa.Context, got %r" % (backend,))
+    key = (backend or "auto", device)
+    cache = getattr(_local, "contexts", None)
+    if cache is None:
+        cache = _local.contexts = {}
+    if key not in cache:
+        if device is not None:
+            with _torch().cuda.device(device):
+                cache[key] = Context(key[0])
+        else:
+            cache[key] = Context(key[0])
+        with _all_lock:
+            _all_contexts.append(cache[key])
+    return cache[key]
 
 
 @atexit.register
 def _close_all():
-    for ctx in _contexts.values():
-        ctx.close()
-    _contexts.clear()
+    with _all_lock:
+        for ctx in _all_contexts:
+            ctx.close()
+        _all_contexts.clear()
 
 
 def backends():
@@ -138,8 +160,24 @@ def backends():
 
 # ---------------------------------------------------------------- operands
 
+def _torch():
+    return sys.modules["torch"]
+
+
 def _is_torch(x):
-    return _torch is not None and isinstance(x, _torch.Tensor)
+    """A PyTorch tensor (torch is never imported here: a tensor means it is)."""
+    t = sys.modules.get("torch")
+    return t is not None and isinstance(x, t.Tensor)
+
+
+def _int(name, v, lo=1, hi=2 ** 31 - 1):
+    try:
+        v = operator.index(v)
+    except TypeError:
+        raise TypeError("mxfa: %s must be an integer, got %r" % (name, v)) from None
+    if not lo <= v <= hi:
+        raise ValueError("mxfa: %s must be in [%d, %d], got %d" % (name, lo, hi, v))
+    return v
 
 
 class _Operand:
@@ -169,17 +207,22 @@ def _operand(x, name, kinds, ndim=None):
     of one of `kinds` ("f32", "bf16", "u8", "f64"): no copy when it already is
     contiguous and of such a kind; float arrays of another width become f32."""
     if _is_torch(x):
+        torch = _torch()
+        x = x.detach()
         if x.is_cuda:
-            tdt = {_torch.float32: "f32", _torch.bfloat16: "bf16", _torch.uint8: "u8",
-                   _torch.float64: "f64"}.get(x.dtype)
+            tdt = {torch.float32: "f32", torch.bfloat16: "bf16", torch.uint8: "u8",
+                   torch.float64: "f64"}.get(x.dtype)
+            if tdt not in kinds and x.dtype.is_floating_point and "f32" in kinds:
+                x, tdt = x.float(), "f32"  # as numpy arrays of other float widths are
             if tdt not in kinds:
                 raise TypeError("mxfa: %s must be a tensor of %s, got %s" % (name, "/".join(kinds), x.dtype))
-            x = x.contiguous()
             if ndim is not None and x.dim() != ndim:
                 raise ValueError("mxfa: %s must have %d dimensions, got %d" % (name, ndim, x.dim()))
+            if x.numel() == 0:
+                raise ValueError("mxfa: %s is empty" % name)
+            x = x.contiguous()
             return _Operand(x, x.data_ptr(), "e4m3" if tdt == "u8" else tdt, C.MEM_DEVICE, x.shape)
-        x = x.detach()
-        x = x.view(_torch.int16).numpy().view(np.uint16) if x.dtype == _torch.bfloat16 else x.numpy()
+        x = x.view(torch.int16).numpy().view(np.uint16) if x.dtype == torch.bfloat16 else x.numpy()
     a = np.asarray(x)
     if a.dtype == np.uint8 and "u8" in kinds:
         kind = "u8"
@@ -204,8 +247,9 @@ def _output(like, shape, kind):
     """A new output of `kind` beside `like` (an _Operand): numpy on the host,
     a torch tensor on like's device."""
     if like.cuda:
-        tdt = {"f32": _torch.float32, "bf16": _torch.bfloat16, "u8": _torch.uint8, "f64": _torch.float64}[kind]
-        t = _torch.empty(tuple(shape), dtype=tdt, device=like.keep.device)
+        torch = _torch()
+        tdt = {"f32": torch.float32, "bf16": torch.bfloat16, "u8": torch.uint8, "f64": torch.float64}[kind]
+        t = torch.empty(tuple(shape), dtype=tdt, device=like.keep.device)
         return _Operand(t, t.data_ptr(), "e4m3" if kind == "u8" else kind, C.MEM_DEVICE, shape)
     a = np.empty(tuple(shape), dtype=_NP_OF[kind])
     return _Operand(a, a.ctypes.data, "e4m3" if kind == "u8" else kind, C.MEM_HOST, shape)
@@ -216,36 +260,62 @@ def _result(op, torch_like):
     tensors on the CPU (numpy's memory shared), else as made."""
     if op.cuda or not torch_like:
         return op.keep
+    torch = _torch()
     if op.dtype == "bf16":
-        return _torch.from_numpy(op.keep.view(np.int16)).view(_torch.bfloat16)
-    return _torch.from_numpy(op.keep)
+        return torch.from_numpy(op.keep.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(op.keep)
 
 
-def _run(ctx, operands, call):
-    """Call libmxfa on ctx: with CUDA tensors, on the cuda backend and on
-    the current stream of their device."""
+def _run(backend, operands, call):
+    """call(handle) on a context of `backend`, its status checked under the
+    context's lock. With CUDA tensors: the cuda backend ("auto" picks it) on
+    their device, on that device's current stream."""
     devices = {o.keep.device for o in operands if o.cuda}
-    if devices:
-        if ctx.name != "cuda":
-            raise ValueError("mxfa: CUDA tensors need the cuda backend (backend=\"cuda\"), not %s" % ctx.name)
-        if len(devices) > 1 or any(not o.cuda for o in operands):
-            raise ValueError("mxfa: all tensors of a call must be on one CUDA device")
-        device = devices.pop()
-        with _torch.cuda.device(device):
-            stream = _torch.cuda.current_stream(device).cuda_stream
-            _check(C.lib.mxfa_set_stream(ctx.handle, ctypes.c_void_p(stream)), ctx.handle)
-            _check(call(), ctx.handle)
+    if not devices:
+        ctx = _context(backend)
+        with ctx.lock:
+            _check(call(ctx.handle), ctx.handle)
         return
-    _check(call(), ctx.handle)
+    if len(devices) > 1 or any(not o.cuda for o in operands):
+        raise ValueError("mxfa: all tensors of a call must be on one CUDA device")
+    device = devices.pop()
+    if backend in (None, "auto"):
+        backend = "cuda"
+    ctx = _context(backend, device.index)
+    if ctx.name != "cuda":
+        raise ValueError("mxfa: CUDA tensors need the cuda backend, not %s" % ctx.name)
+    torch = _torch()
+    with torch.cuda.device(device), ctx.lock:
+        stream = torch.cuda.current_stream(device).cuda_stream
+        _check(C.lib.mxfa_set_stream(ctx.handle, ctypes.c_void_p(stream)), ctx.handle)
+        try:
+            _check(call(ctx.handle), ctx.handle)
+        finally:  # the context's later calls go to the default stream again
+            C.lib.mxfa_set_stream(ctx.handle, None)
 
 
 def _seqlens(cu, name):
+    """batch + 1 token offsets as int32 (the library checks their order)."""
     if cu is None:
         return None, 0
-    a = np.ascontiguousarray(np.asarray(cu), dtype=np.int32)
+    if _is_torch(cu):
+        cu = cu.detach().cpu().numpy()
+    a = np.asarray(cu)
     if a.ndim != 1 or a.size < 2:
         raise ValueError("mxfa: %s must be a 1-D array of batch + 1 token offsets" % name)
-    return a, a.size - 1
+    if a.dtype.kind not in "iu":
+        raise TypeError("mxfa: %s must hold integers, got %s" % (name, a.dtype))
+    if a.min() < 0 or a.max() > 2 ** 31 - 1:
+        raise ValueError("mxfa: %s holds offsets outside [0, 2^31 - 1]" % name)
+    return np.ascontiguousarray(a, dtype=np.int32), a.size - 1
+
+
+def _batch(cu_seqlens_q, cu_seqlens_k):
+    cq, bq = _seqlens(cu_seqlens_q, "cu_seqlens_q")
+    ck, bk = _seqlens(cu_seqlens_k, "cu_seqlens_k")
+    if (cq is None) != (ck is None) or bq != bk:
+        raise ValueError("mxfa: cu_seqlens_q and cu_seqlens_k go together, with the same batch")
+    return cq, ck, bq if cq is not None else 1
 
 
 def _i32p(a):
@@ -288,7 +358,6 @@ def quantize(x, block="row", preset="rceil", fmt="e4m3", cu_seqlens=None, backen
     """x [rows, cols] (float32, or bf16) to MXFP8 with compact scales. With
     cu_seqlens (batch + 1 token offsets) the rows are a jagged batch: col and
     square blocks restart at every sequence (mxfa_quantize_jagged)."""
-    ctx = _context(backend)
     op = _operand(x, "x", ("f32", "bf16"), 2)
     rows, cols = op.shape
     b, p = _choice(C.BLOCKS, block, "block"), _choice(C.PRESETS, preset, "preset")
@@ -305,10 +374,10 @@ def quantize(x, block="row", preset="rceil", fmt="e4m3", cu_seqlens=None, backen
     m.data.dtype, m.scales.dtype, m.block, m.layout = C.DTYPES[fmt], C.DTYPES["e8m0"], b, 0
     t = op.tensor()
     if cu is None:
-        _run(ctx, [op, data, scales], lambda: C.lib.mxfa_quantize(ctx.handle, ctypes.byref(t), p, ctypes.byref(m)))
+        _run(backend, [op, data, scales], lambda h: C.lib.mxfa_quantize(h, ctypes.byref(t), p, ctypes.byref(m)))
     else:
-        _run(ctx, [op, data, scales],
-             lambda: C.lib.mxfa_quantize_jagged(ctx.handle, ctypes.byref(t), _i32p(cu), batch, p, ctypes.byref(m)))
+        _run(backend, [op, data, scales],
+             lambda h: C.lib.mxfa_quantize_jagged(h, ctypes.byref(t), _i32p(cu), batch, p, ctypes.byref(m)))
     tl = _is_torch(x)
     return MXArray(_result(data, tl), _result(scales, tl), block, fmt, "compact")
 
@@ -316,12 +385,11 @@ def quantize(x, block="row", preset="rceil", fmt="e4m3", cu_seqlens=None, backen
 def dequantize(mx, dtype="f32", backend=None):
     """The values of an MXFP8 matrix (compact scales), as float32 or bf16
     (uint16 bits; torch.bfloat16 for torch input), each rounded once."""
-    ctx = _context(backend)
     kind = _choice({"f32": "f32", "bf16": "bf16"}, dtype, "dtype")
     m, keep = mx._struct("mx")
     out = _output(keep[0], keep[0].shape, kind)
     t = out.tensor()
-    _run(ctx, list(keep) + [out], lambda: C.lib.mxfa_dequantize(ctx.handle, ctypes.byref(m), ctypes.byref(t)))
+    _run(backend, list(keep) + [out], lambda h: C.lib.mxfa_dequantize(h, ctypes.byref(m), ctypes.byref(t)))
     return _result(out, _is_torch(mx.data))
 
 
@@ -330,7 +398,6 @@ def transpose(mx, block=None, backend=None):
     rounding): square -> square, row -> col, col -> row (the default for
     `block`). row -> row and col -> col need the source data: Error
     NEEDS_SOURCE."""
-    ctx = _context(backend)
     block = block or {"square": "square", "row": "col", "col": "row"}.get(mx.block, mx.block)
     _choice(C.BLOCKS, block, "block")
     m, keep = mx._struct("mx")
@@ -340,7 +407,7 @@ def transpose(mx, block=None, backend=None):
     o = C.MX()
     o.data, o.scales = data.tensor(), scales.tensor()
     o.data.dtype, o.scales.dtype, o.block, o.layout = C.DTYPES[mx.fmt], C.DTYPES["e8m0"], C.BLOCKS[block], 0
-    _run(ctx, list(keep) + [data, scales], lambda: C.lib.mxfa_transpose(ctx.handle, ctypes.byref(m), ctypes.byref(o)))
+    _run(backend, list(keep) + [data, scales], lambda h: C.lib.mxfa_transpose(h, ctypes.byref(m), ctypes.byref(o)))
     tl = _is_torch(mx.data)
     return MXArray(_result(data, tl), _result(scales, tl), block, mx.fmt, "compact")
 
@@ -353,50 +420,57 @@ def transpose_square(mx, backend=None):
 
 
 def _layout_call(fn, src, shape, args, backend):
-    ctx = _context(backend)
     op = _operand(src, "scales", ("u8",), 2)
     out = _output(op, shape, "u8")
     t, o = op.tensor(), out.tensor()
     t.dtype = o.dtype = C.DTYPES["e8m0"]
-    _run(ctx, [op, out], lambda: fn(ctx.handle, ctypes.byref(t), *args, ctypes.byref(o)))
+    _run(backend, [op, out], lambda h: fn(h, ctypes.byref(t), *args, ctypes.byref(o)))
     return _result(out, _is_torch(src))
 
 
 def swizzle(scales, block, rows, cols, backend=None):
     """Compact row or col scales of a source [rows, cols] in the swizzled
     layout (128 x 4 atoms of 512 bytes, padding zero)."""
+    b = _choice(C.BLOCKS, block, "block")
+    rows, cols = _int("rows", rows), _int("cols", cols)
     r, c = ctypes.c_int64(), ctypes.c_int64()
-    _check(C.lib.mxfa_swizzled_shape(_choice(C.BLOCKS, block, "block"), rows, cols, ctypes.byref(r), ctypes.byref(c)))
-    return _layout_call(C.lib.mxfa_scales_swizzle, scales, (r.value, c.value), (C.BLOCKS[block], rows, cols), backend)
+    _check(C.lib.mxfa_swizzled_shape(b, rows, cols, ctypes.byref(r), ctypes.byref(c)))
+    return _layout_call(C.lib.mxfa_scales_swizzle, scales, (r.value, c.value), (b, rows, cols), backend)
 
 
 def unswizzle(swizzled, block, rows, cols, backend=None):
     """The inverse of swizzle()."""
-    return _layout_call(C.lib.mxfa_scales_unswizzle, swizzled, _scales_shape(block, rows, cols),
-                        (_choice(C.BLOCKS, block, "block"), rows, cols), backend)
+    b = _choice(C.BLOCKS, block, "block")
+    rows, cols = _int("rows", rows), _int("cols", cols)
+    return _layout_call(C.lib.mxfa_scales_unswizzle, swizzled, _scales_shape(block, rows, cols), (b, rows, cols),
+                        backend)
 
 
-def _jagged_index(cu, batch, block, cols):
+def _jagged(cu_seqlens, block, cols):
+    """The checked arguments of scatter and gather, and the padded offsets
+    (the library checks the offsets' order here, before any allocation)."""
+    if cu_seqlens is None:
+        raise ValueError("mxfa: cu_seqlens is required (batch + 1 token offsets)")
+    cu, batch = _seqlens(cu_seqlens, "cu_seqlens")
+    _choice({"row": 0, "col": 1}, block, "block")
+    cols = _int("cols", cols)
     sf = (ctypes.c_int64 * (batch + 1))()
     _check(C.lib.mxfa_jagged_sf_offsets(_i32p(cu), batch, sf))
-    blocks = (cols + 31) // 32
-    r, c = (sf[batch], blocks) if block == "row" else (cols, sf[batch] // 32)
-    return ((r + 127) // 128 * 128, (c + 3) // 4 * 4)
+    return cu, batch, cols, sf[batch]
 
 
 def scatter(scales, cu_seqlens, block, cols, backend=None):
     """Compact jagged scales (row or col blocks of a jagged [tokens, cols])
     into the padded swizzled layout, each sequence from a 128-aligned row."""
-    cu, batch = _seqlens(cu_seqlens, "cu_seqlens")
-    _choice({"row": 0, "col": 1}, block, "block")
-    return _layout_call(C.lib.mxfa_scales_scatter, scales, _jagged_index(cu, batch, block, cols),
+    cu, batch, cols, padded = _jagged(cu_seqlens, block, cols)
+    r, c = (padded, (cols + 31) // 32) if block == "row" else (cols, padded // 32)
+    return _layout_call(C.lib.mxfa_scales_scatter, scales, ((r + 127) // 128 * 128, (c + 3) // 4 * 4),
                         (_i32p(cu), batch, C.BLOCKS[block], cols), backend)
 
 
 def gather(swizzled, cu_seqlens, block, cols, backend=None):
     """The inverse of scatter()."""
-    cu, batch = _seqlens(cu_seqlens, "cu_seqlens")
-    _choice({"row": 0, "col": 1}, block, "block")
+    cu, batch, cols, _ = _jagged(cu_seqlens, block, cols)
     if block == "row":
         shape = (int(cu[-1]), (cols + 31) // 32)
     else:
@@ -413,7 +487,6 @@ def gemm(a, b, c=None, model="sm100", backend=None):
     """D = A B^T + C under a tensor-core model ("ideal", "sm100", "sm90-fp8",
     "sm90-bf16"): A [M, K] and B [N, K] MXFP8 row-blocked (compact), C
     float32 [M, N] or None. Returns D, float32 [M, N]."""
-    ctx = _context(backend)
     md = _choice(C.MODELS, model, "model")
     ma, ka = a._struct("a")
     mb, kb = b._struct("b")
@@ -425,7 +498,7 @@ def gemm(a, b, c=None, model="sm100", backend=None):
     d = _output(ka[0], (ka[0].shape[0], kb[0].shape[0]), "f32")
     ct = cop.tensor() if cop is not None else None
     dt = d.tensor()
-    _run(ctx, ops + [d], lambda: C.lib.mxfa_gemm(ctx.handle, ctypes.byref(ma), ctypes.byref(mb),
+    _run(backend, ops + [d], lambda h: C.lib.mxfa_gemm(h, ctypes.byref(ma), ctypes.byref(mb),
                                                  ctypes.byref(ct) if ct is not None else None, md, ctypes.byref(dt)))
     return _result(d, _is_torch(a.data))
 
@@ -444,13 +517,13 @@ def _params(model, preset, p_scale, causal, softmax_scale, block_m, block_n):
         causal = "none"
     p.causal = _choice(C.CAUSAL, causal, "causal")
     p.softmax_scale = float(softmax_scale or 0.0)
-    p.block_m, p.block_n = int(block_m or 0), int(block_n or 0)
+    p.block_m = _int("block_m", block_m or 0, 0, 2 ** 31 - 1)  # 0: the default; the library checks the rest
+    p.block_n = _int("block_n", block_n or 0, 0, 2 ** 31 - 1)
     return p
 
 
 def _qkv(q, k, v, kinds=("f32", "bf16")):
-    ops = [_operand(x, n, kinds, 3) for x, n in ((q, "q"), (k, "k"), (v, "v"))]
-    return ops
+    return [_operand(x, n, kinds, 3) for x, n in ((q, "q"), (k, "k"), (v, "v"))]
 
 
 def attn_fwd(q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, *, model="sm100", preset="rceil", p_scale="const",
@@ -459,19 +532,14 @@ def attn_fwd(q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, *, model="sm100", pr
     D] (float32 or bf16); a jagged batch with cu_seqlens_q/_k. causal: "none",
     "leak-free" (or True) or "plain". Returns (O [tokens_q, Hq, D] of
     out_dtype, LSE float32 [tokens_q, Hq])."""
-    ctx = _context(backend)
     p = _params(model, preset, p_scale, causal, softmax_scale, block_m, block_n)
     qo, ko, vo = _qkv(q, k, v)
-    cq, bq = _seqlens(cu_seqlens_q, "cu_seqlens_q")
-    ck, bk = _seqlens(cu_seqlens_k, "cu_seqlens_k")
-    if (cq is None) != (ck is None) or bq != bk:
-        raise ValueError("mxfa: cu_seqlens_q and cu_seqlens_k go together, with the same batch")
-    batch = bq if cq is not None else 1
+    cq, ck, batch = _batch(cu_seqlens_q, cu_seqlens_k)
     o = _output(qo, qo.shape, _choice({"f32": "f32", "bf16": "bf16"}, out_dtype, "out_dtype"))
     lse = _output(qo, qo.shape[:2], "f32")
     t = [x.tensor() for x in (qo, ko, vo, o, lse)]
-    _run(ctx, [qo, ko, vo, o, lse], lambda: C.lib.mxfa_attn_fwd(
-        ctx.handle, ctypes.byref(p), ctypes.byref(t[0]), ctypes.byref(t[1]), ctypes.byref(t[2]), _i32p(cq),
+    _run(backend, [qo, ko, vo, o, lse], lambda h: C.lib.mxfa_attn_fwd(
+        h, ctypes.byref(p), ctypes.byref(t[0]), ctypes.byref(t[1]), ctypes.byref(t[2]), _i32p(cq),
         _i32p(ck), batch, ctypes.byref(t[3]), ctypes.byref(t[4])))
     tl = _is_torch(q)
     return _result(o, tl), _result(lse, tl)
@@ -482,22 +550,17 @@ def attn_bwd(q, k, v, o, dout, lse, cu_seqlens_q=None, cu_seqlens_k=None, *, mod
              backend=None):
     """MXFP8 attention backward: the gradients of sum(O * dO) from the
     forward pass's O and LSE. Returns (dQ, dK, dV) of grad_dtype."""
-    ctx = _context(backend)
     p = _params(model, preset, p_scale, causal, softmax_scale, block_m, block_n)
     qo, ko, vo = _qkv(q, k, v)
     oo, go = _operand(o, "o", ("f32", "bf16"), 3), _operand(dout, "dout", ("f32", "bf16"), 3)
     lo = _operand(lse, "lse", ("f32",), 2)
-    cq, bq = _seqlens(cu_seqlens_q, "cu_seqlens_q")
-    ck, bk = _seqlens(cu_seqlens_k, "cu_seqlens_k")
-    if (cq is None) != (ck is None) or bq != bk:
-        raise ValueError("mxfa: cu_seqlens_q and cu_seqlens_k go together, with the same batch")
-    batch = bq if cq is not None else 1
+    cq, ck, batch = _batch(cu_seqlens_q, cu_seqlens_k)
     kind = _choice({"f32": "f32", "bf16": "bf16"}, grad_dtype, "grad_dtype")
     dq, dk, dv = _output(qo, qo.shape, kind), _output(ko, ko.shape, kind), _output(ko, ko.shape, kind)
     t = [x.tensor() for x in (qo, ko, vo, oo, go, lo, dq, dk, dv)]
     r = [ctypes.byref(x) for x in t]
-    _run(ctx, [qo, ko, vo, oo, go, lo, dq, dk, dv], lambda: C.lib.mxfa_attn_bwd(
-        ctx.handle, ctypes.byref(p), r[0], r[1], r[2], r[3], r[4], r[5], _i32p(cq), _i32p(ck), batch, r[6], r[7],
+    _run(backend, [qo, ko, vo, oo, go, lo, dq, dk, dv], lambda h: C.lib.mxfa_attn_bwd(
+        h, ctypes.byref(p), r[0], r[1], r[2], r[3], r[4], r[5], _i32p(cq), _i32p(ck), batch, r[6], r[7],
         r[8]))
     tl = _is_torch(q)
     return _result(dq, tl), _result(dk, tl), _result(dv, tl)
@@ -507,18 +570,15 @@ def attn_fwd_truth(q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, *, causal="non
                    backend=None):
     """The same attention in float64 without quantization (the truth a study
     measures against): (O, LSE) as float64. Host arrays only."""
-    ctx = _context(backend)
     p = _params("sm100", "rceil", "const", causal, softmax_scale, 0, 0)
     qo, ko, vo = _qkv(q, k, v)
     if qo.cuda:
         raise ValueError("mxfa: the float64 truth runs on host arrays")
-    cq, bq = _seqlens(cu_seqlens_q, "cu_seqlens_q")
-    ck, _ = _seqlens(cu_seqlens_k, "cu_seqlens_k")
-    batch = bq if cq is not None else 1
+    cq, ck, batch = _batch(cu_seqlens_q, cu_seqlens_k)
     o, lse = _output(qo, qo.shape, "f64"), _output(qo, qo.shape[:2], "f64")
     t = [x.tensor() for x in (qo, ko, vo, o, lse)]
-    _run(ctx, [qo, ko, vo, o, lse], lambda: C.lib.mxfa_attn_fwd_f64(
-        ctx.handle, ctypes.byref(p), ctypes.byref(t[0]), ctypes.byref(t[1]), ctypes.byref(t[2]), _i32p(cq),
+    _run(backend, [qo, ko, vo, o, lse], lambda h: C.lib.mxfa_attn_fwd_f64(
+        h, ctypes.byref(p), ctypes.byref(t[0]), ctypes.byref(t[1]), ctypes.byref(t[2]), _i32p(cq),
         _i32p(ck), batch, ctypes.byref(t[3]), ctypes.byref(t[4])))
     return o.keep, lse.keep
 
@@ -526,20 +586,17 @@ def attn_fwd_truth(q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, *, causal="non
 def attn_bwd_truth(q, k, v, dout, cu_seqlens_q=None, cu_seqlens_k=None, *, causal="none", softmax_scale=0.0,
                    backend=None):
     """The float64 gradients of the float64 forward pass: (dQ, dK, dV)."""
-    ctx = _context(backend)
     p = _params("sm100", "rceil", "const", causal, softmax_scale, 0, 0)
     qo, ko, vo = _qkv(q, k, v)
     go = _operand(dout, "dout", ("f32", "bf16"), 3)
     if qo.cuda:
         raise ValueError("mxfa: the float64 truth runs on host arrays")
-    cq, bq = _seqlens(cu_seqlens_q, "cu_seqlens_q")
-    ck, _ = _seqlens(cu_seqlens_k, "cu_seqlens_k")
-    batch = bq if cq is not None else 1
+    cq, ck, batch = _batch(cu_seqlens_q, cu_seqlens_k)
     dq, dk, dv = _output(qo, qo.shape, "f64"), _output(ko, ko.shape, "f64"), _output(ko, ko.shape, "f64")
     t = [x.tensor() for x in (qo, ko, vo, go, dq, dk, dv)]
     r = [ctypes.byref(x) for x in t]
-    _run(ctx, [qo, ko, vo, go, dq, dk, dv], lambda: C.lib.mxfa_attn_bwd_f64(
-        ctx.handle, ctypes.byref(p), r[0], r[1], r[2], r[3], _i32p(cq), _i32p(ck), batch, r[4], r[5], r[6]))
+    _run(backend, [qo, ko, vo, go, dq, dk, dv], lambda h: C.lib.mxfa_attn_bwd_f64(
+        h, ctypes.byref(p), r[0], r[1], r[2], r[3], _i32p(cq), _i32p(ck), batch, r[4], r[5], r[6]))
     return dq.keep, dk.keep, dv.keep
 
 

@@ -5,11 +5,12 @@ result comes from libmxfa."""
 import ctypes
 import ctypes.util
 import os
+import sys
 
-try:  # written by configure: the library directory mxfa installs into
-    from ._paths import LIBDIR
-except ImportError:  # the source tree, not configured
-    LIBDIR = None
+try:  # written by make: where `make install` puts libmxfa, and its version
+    from ._paths import LIBDIR, VERSION
+except ImportError:  # the source tree, not built
+    LIBDIR, VERSION = None, None
 
 MAX_DIMS = 4
 
@@ -63,6 +64,9 @@ class Metrics(ctypes.Structure):
     ]
 
 
+_SONAME = {"darwin": "libmxfa.0.dylib", "win32": "mxfa.dll"}.get(sys.platform, "libmxfa.so.0")
+
+
 def _candidates():
     """Where libmxfa may be, in order: $MXFA_LIBRARY, next to the package,
     the library directory it was installed with, the usual search path."""
@@ -70,15 +74,13 @@ def _candidates():
     if env:
         yield env
         return
-    here = os.path.dirname(os.path.abspath(__file__))
-    for name in ("libmxfa.so.0", "libmxfa.dylib", "mxfa.dll"):
-        yield os.path.join(here, name)
+    yield os.path.join(os.path.dirname(os.path.abspath(__file__)), _SONAME)
     if LIBDIR:
-        yield os.path.join(LIBDIR, "libmxfa.so.0")
+        yield os.path.join(LIBDIR, _SONAME)
     found = ctypes.util.find_library("mxfa")
     if found:
         yield found
-    yield "libmxfa.so.0"
+    yield _SONAME
 
 
 def _load():
@@ -139,5 +141,14 @@ _PROTOTYPES = {
 }
 
 for _name, (_res, _args) in _PROTOTYPES.items():
-    _fn = getattr(lib, _name)
+    try:
+        _fn = getattr(lib, _name)
+    except AttributeError:
+        raise ImportError("mxfa: %s has no %s: it is not the libmxfa this package was made for" % (lib._name, _name))
     _fn.restype, _fn.argtypes = _res, _args
+
+# The structures above are those of the package's own version: a library of
+# another major.minor may lay them out differently.
+_found = lib.mxfa_version().decode()
+if VERSION and _found.split(".")[:2] != VERSION.split(".")[:2]:
+    raise ImportError("mxfa: the package is version %s but %s is libmxfa %s" % (VERSION, lib._name, _found))
