@@ -69,6 +69,13 @@ struct nd3 {
     int dtype; // mxfa_dtype
 };
 
+// A [tokens][heads][D] tensor quantized a head at a time, heads side by
+// side (gpu/sm90/attn_bwd.cu): codes [tokens][H * D] and scales
+// [block_rows][H * D / 32] (square blocks restarting at every segment) or
+// [tokens][H * D / 32] (row blocks along D).
+cudaError_t quantize_heads(const nd3 &x, const mxfa_segment *segs, int nsegs, int64_t block_rows, int preset,
+                           int block, uint8_t *codes, uint8_t *scales, cudaStream_t stream);
+
 // The same on Blackwell (gpu/sm100/gemm_bf16.cu): tcgen05.mma kind::f16
 // k16 steps, the same model row.
 cudaError_t launch_gemm_sm100_bf16_rows(const uint16_t *a, int64_t a_rs, const uint16_t *b, int64_t b_rs, int64_t M,

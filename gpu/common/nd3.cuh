@@ -29,6 +29,16 @@ __device__ __forceinline__ void store3(const nd3 &x, int64_t tok, int64_t h, int
         reinterpret_cast<float *>(x.base)[at] = v;
 }
 
+// sum over c of a[tok][h][c] * b[tok][h][c], each product and each sum
+// rounded to fp32 in increasing c (the reference's delta = rowsum(dO * O)).
+__device__ __forceinline__ float dot3(const nd3 &a, const nd3 &b, int64_t tok, int64_t h)
+{
+    float acc = 0.0f;
+    for (int64_t c = 0; c < a.n2; c++)
+        acc = __fadd_rn(acc, __fmul_rn(load3(a, tok, h, c), load3(b, tok, h, c)));
+    return acc;
+}
+
 } // namespace mxfa_gpu
 
 #endif

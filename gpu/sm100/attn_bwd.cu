@@ -95,8 +95,7 @@ __global__ void pack_rows_bwd(nd3 dout, nd3 o, const float *lse, int64_t ls0, in
     if (j < seqs[b].lq) {
         const int64_t tok = seqs[b].q0 + j;
         l = lse[tok * ls0 + h * ls1];
-        for (int64_t e = 0; e < dout.n2; e++)
-            acc = __fadd_rn(acc, __fmul_rn(load3(dout, tok, h, e), load3(o, tok, h, e)));
+        acc = dot3(dout, o, tok, h);
     }
     lse_p[h * rows + p] = l;
     delta_p[h * rows + p] = acc;
@@ -253,23 +252,18 @@ template <int D, bool P_DYNAMIC> cudaError_t launch_fused(const attn_bwd_args &a
         return e;
     }
 
-    // quantize: a head at a time, square blocks restarting at every sequence, V in rows
-    auto quantize = [&](const nd3 &x, int64_t heads, const mxfa_segment *sg, int64_t srows, int block, uint8_t *codes,
-                        uint8_t *sc) {
-        cudaError_t r = cudaSuccess;
-        for (int64_t hh = 0; hh < heads && r == cudaSuccess; hh++)
-            r = launch_quantize(dview{x.base + hh * x.s1 * esize(x.dtype), x.n0, D, x.s0, x.s2, x.dtype}, sg, batch,
-                                a.preset, block, dview{codes + hh * D, x.n0, D, heads * D, 1, MXFA_E4M3},
-                                dview{sc + hh * DB, srows, DB, heads * DB, 1, MXFA_E8M0}, stream);
-        return r;
-    };
-    if (tq > 0 && ((e = quantize(a.q, hq, qsegs, qblocks, MXFA_BLOCK_SQUARE, qc, qs)) != cudaSuccess ||
-                   (e = quantize(a.dout, hq, qsegs, qblocks, MXFA_BLOCK_SQUARE, oc, os)) != cudaSuccess)) {
+    // quantize: square blocks restarting at every sequence, V in rows
+    if (tq > 0 && ((e = quantize_heads(a.q, qsegs, batch, qblocks, a.preset, MXFA_BLOCK_SQUARE, qc, qs, stream)) !=
+                       cudaSuccess ||
+                   (e = quantize_heads(a.dout, qsegs, batch, qblocks, a.preset, MXFA_BLOCK_SQUARE, oc, os, stream)) !=
+                       cudaSuccess)) {
         release();
         return e;
     }
-    if (tk > 0 && ((e = quantize(a.k, hkv, ksegs, kblocks, MXFA_BLOCK_SQUARE, kc, ks)) != cudaSuccess ||
-                   (e = quantize(a.v, hkv, ksegs, tk, MXFA_BLOCK_ROW, vc, vs)) != cudaSuccess)) {
+    if (tk > 0 && ((e = quantize_heads(a.k, ksegs, batch, kblocks, a.preset, MXFA_BLOCK_SQUARE, kc, ks, stream)) !=
+                       cudaSuccess ||
+                   (e = quantize_heads(a.v, ksegs, batch, tk, a.preset, MXFA_BLOCK_ROW, vc, vs, stream)) !=
+                       cudaSuccess)) {
         release();
         return e;
     }

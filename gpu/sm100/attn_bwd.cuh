@@ -279,7 +279,7 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
     auto item_of = [&](int64_t w) { return make_item(w, hq, group, seqs, batch, causal); };
 
     if (warp >= 12) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(BWD_OTHER_REGS));
+        regs_dec<BWD_OTHER_REGS>();
     }
     if (tid == 12 * 32) { // the producer
         uint32_t it = 0, items = 0;
@@ -324,6 +324,15 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
         // [128][D] operands: 32 bytes of D a step; [rows][128] ones: 32 of the tile a step
         auto rows_desc = [&](const uint8_t *p) { return mxfa_tc_sdesc(smem_addr(p), 16, hd::SBO, hd::SWIZZLE); };
         auto tile_desc = [&](const uint8_t *p) { return mxfa_tc_sdesc(smem_addr(p), 16, 1024, MXFA_TC_SWIZZLE_128B); };
+        // D[col] (+)= A B^T (N columns), one block-scaled instruction a 32-block
+        // of K (32 bytes, 2 in the descriptors' address field) for `steps`
+        // blocks of one 128-deep slice; from zero unless `chained` (then from D)
+        auto product = [&](uint32_t col, uint64_t a, uint64_t b, int n, int steps, uint32_t sfa, uint32_t sfb,
+                           bool chained) {
+            for (int kb = 0; kb < steps; kb++)
+                mma_mxf8(tmem + col, a + 2 * kb, b + 2 * kb, mxfa_tc_idesc_mxf8(MXFA_TC_E4M3, MXFA_TC_E4M3, 128, n, kb, kb),
+                         tmem + sfa, tmem + sfb, chained || kb != 0);
+        };
         for (int64_t w = blockIdx.x; w < n_work; w += gridDim.x) {
             const bwd_item item = item_of(w);
             if (item.nq == 0)
@@ -342,25 +351,13 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
                 bar_wait(&sh.q_full, it & 1);
                 tc_fence_after();
                 sf(ly::SF_S_A, sh.sf_k), sf(ly::SF_S_B, sh.sf_q);
-#pragma unroll
-                for (int kb = 0; kb < KB; kb++) {
-                    const int step = 2 * kb; // 32 bytes of the one panel a step
-                    mma_mxf8(tmem + ly::S_COL, rows_desc(sh.k) + step, rows_desc(sh.q) + step,
-                             mxfa_tc_idesc_mxf8(MXFA_TC_E4M3, MXFA_TC_E4M3, 128, BM, kb % 4, kb % 4),
-                             tmem + ly::SF_S_A, tmem + ly::SF_S_B, kb != 0);
-                }
+                product(ly::S_COL, rows_desc(sh.k), rows_desc(sh.q), BM, KB, ly::SF_S_A, ly::SF_S_B, false);
                 mma_commit(&sh.s_full);
                 // dP^T = V dO^T, its scales over S once the key rows hold S in registers
                 bar_wait(&sh.s_read, it & 1);
                 tc_fence_after();
                 sf(ly::SF_DP_A, sh.sf_v), sf(ly::SF_DP_B, sh.sf_o);
-#pragma unroll
-                for (int kb = 0; kb < KB; kb++) {
-                    const int step = 2 * kb; // 32 bytes of the one panel a step
-                    mma_mxf8(tmem + ly::DP_COL, rows_desc(sh.v) + step, rows_desc(sh.o) + step,
-                             mxfa_tc_idesc_mxf8(MXFA_TC_E4M3, MXFA_TC_E4M3, 128, BM, kb % 4, kb % 4),
-                             tmem + ly::SF_DP_A, tmem + ly::SF_DP_B, kb != 0);
-                }
+                product(ly::DP_COL, rows_desc(sh.v), rows_desc(sh.o), BM, KB, ly::SF_DP_A, ly::SF_DP_B, false);
                 mma_commit(&sh.q_empty);
                 mma_commit(&sh.dp_full);
                 // dV += P^T dO: the chain of the item starts at its first query block
@@ -373,28 +370,19 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
                 bar_wait(&sh.qt_full, it & 1);
                 tc_fence_after();
                 sf(ly::SF_DV_A, sh.sf_p), sf(ly::SF_DV_B, sh.sf_ot);
-                for (int kb = 0; kb < nqb; kb++)
-                    mma_mxf8(tmem + ly::DV_COL, tile_desc(sh.pt) + 2 * kb, tile_desc(sh.ot) + 2 * kb,
-                             mxfa_tc_idesc_mxf8(MXFA_TC_E4M3, MXFA_TC_E4M3, 128, D, kb, kb), tmem + ly::SF_DV_A,
-                             tmem + ly::SF_DV_B, n != 0 || kb != 0);
+                product(ly::DV_COL, tile_desc(sh.pt), tile_desc(sh.ot), D, nqb, ly::SF_DV_A, ly::SF_DV_B, n != 0);
                 mma_commit(&sh.dv_done);
                 // dK += dS^T Q, its scales over dP once dS is made
                 bar_wait(&sh.ds_ready, it & 1);
                 tc_fence_after();
                 sf(ly::SF_DK_A, sh.sf_dst), sf(ly::SF_DK_B, sh.sf_qt);
-                for (int kb = 0; kb < nqb; kb++)
-                    mma_mxf8(tmem + ly::DK_COL, tile_desc(sh.dst) + 2 * kb, tile_desc(sh.qt) + 2 * kb,
-                             mxfa_tc_idesc_mxf8(MXFA_TC_E4M3, MXFA_TC_E4M3, 128, D, kb, kb), tmem + ly::SF_DK_A,
-                             tmem + ly::SF_DK_B, n != 0 || kb != 0);
+                product(ly::DK_COL, tile_desc(sh.dst), tile_desc(sh.qt), D, nqb, ly::SF_DK_A, ly::SF_DK_B, n != 0);
                 mma_commit(&sh.qt_empty);
                 // dQ = dQ + dS K, from the running dQ the dQ warps have put in S's columns
                 bar_wait(&sh.dq_loaded, it & 1);
                 tc_fence_after();
                 sf(ly::SF_DQ_A, sh.sf_ds), sf(ly::SF_DQ_B, sh.sf_kt);
-                for (int kb = 0; kb < item.nkb; kb++)
-                    mma_mxf8(tmem + ly::DQ_COL, tile_desc(sh.ds) + 2 * kb, tile_desc(sh.kt) + 2 * kb,
-                             mxfa_tc_idesc_mxf8(MXFA_TC_E4M3, MXFA_TC_E4M3, 128, D, kb, kb), tmem + ly::SF_DQ_A,
-                             tmem + ly::SF_DQ_B, 1);
+                product(ly::DQ_COL, tile_desc(sh.ds), tile_desc(sh.kt), D, item.nkb, ly::SF_DQ_A, ly::SF_DQ_B, true);
                 if (n == item.nq - 1)
                     mma_commit(&sh.kv_empty);
                 mma_commit(&sh.dq_done);
@@ -402,7 +390,7 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
             items++;
         }
     } else if (warp < 8) { // a key row a thread, half of the tile's queries
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(BWD_ROW_REGS));
+        regs_inc<BWD_ROW_REGS>();
         const int qd = warp % 4, hf = warp / 4, j = 32 * qd + lane;
         const uint32_t lanes = tmem + ((uint32_t)(32 * qd) << 16);
         uint32_t it = 0;
@@ -523,7 +511,7 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
             bar_arrive(&sh.dkdv_read);
         }
     } else if (warp >= 8 && warp < 12) { // dQ, a query row a thread
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(BWD_DQ_REGS));
+        regs_dec<BWD_DQ_REGS>();
         const int qd = warp % 4, i = 32 * qd + lane;
         const uint32_t lanes = tmem + ((uint32_t)(32 * qd) << 16);
         uint32_t it = 0;

@@ -117,17 +117,6 @@ static_assert(pp_aligned<64, false>() && pp_aligned<64, true>() && pp_aligned<12
                   pp_aligned<128, true>(),
               "shared memory layout");
 
-#ifdef MXFA_SM100_CODE
-__device__ __forceinline__ void regs_inc(void)
-{
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(PP_SOFTMAX_REGS));
-}
-template <int N> __device__ __forceinline__ void regs_dec(void)
-{
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
-}
-#endif
-
 // One work tile: a pair of query tiles of a sequence, for one query head.
 // Tile 1 may be past the sequence's end (nt = 0); under a causal mask it
 // visits at least the key tiles of tile 0.
@@ -318,7 +307,7 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
             }
         }
     } else if (warp < 8) { // the softmax of tile g, a query row a thread
-        regs_inc();
+        regs_inc<PP_SOFTMAX_REGS>();
         const int g = warp / 4, row = tid % BM;
         const uint32_t lanes = tmem + ((uint32_t)(warp % 4 * 32) << 16), s_cols = lanes + ly::s_col(g);
         int items = 0, n = 0; // work tiles with a key tile, P_g made

@@ -47,6 +47,20 @@ __device__ __forceinline__ void tc_fence_after()
     asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");
 }
 
+// ---- registers between warpgroups ----
+
+// setmaxnreg: this warpgroup's registers a thread up to N (waiting until the
+// CTA's pool has them) or down to N (giving them back). Every warp of the
+// warpgroup must make the same call.
+template <int N> __device__ __forceinline__ void regs_inc(void)
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
+template <int N> __device__ __forceinline__ void regs_dec(void)
+{
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
+
 // ---- the MMAs (issued by one thread) ----
 
 // D[tmem] (+)= A * B^T, A and B fp8 in shared memory (descriptors), their

@@ -63,11 +63,7 @@ __global__ void bwd_delta(nd3 dout, nd3 o, float *delta, int64_t tokens, int64_t
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= tokens * heads)
         return;
-    const int64_t tok = i / heads, h = i % heads;
-    float acc = 0.0f;
-    for (int64_t e = 0; e < dout.n2; e++)
-        acc = __fadd_rn(acc, __fmul_rn(load3(dout, tok, h, e), load3(o, tok, h, e)));
-    delta[i] = acc;
+    delta[i] = dot3(dout, o, i / heads, i % heads);
 }
 
 // S [lq][lk] (row stride ld) to P = exp2(S c - LSE log2 e), 0 where the
@@ -258,6 +254,8 @@ __global__ void bwd_k_bf16(nd3 k, int64_t tok0, int64_t h, int64_t n, uint16_t *
 
 // ---- host side ----
 
+} // namespace
+
 // Q, K or dO quantized in square blocks restarting at every sequence
 // (segs), V in row blocks along D, into codes [tokens][H * D] and scales
 // [blocks of rows][H * D / 32] (square) or [tokens][H * D / 32] (row): one
@@ -281,6 +279,8 @@ cudaError_t quantize_heads(const nd3 &x, const mxfa_segment *segs, int nsegs, in
                             dview{scales + h * db, srows, db, heads * db, 1, MXFA_E8M0}, stream);
     return e;
 }
+
+namespace {
 
 struct bwd_plan {
     const attn_bwd_args &a;
