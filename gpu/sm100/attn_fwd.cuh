@@ -20,6 +20,7 @@
 #include "blackwell.cuh"
 #include "exp2.cuh"
 #include "mx.cuh"
+#include "sm100/pv_plan.h"
 
 namespace mxfa_gpu {
 namespace {
@@ -90,16 +91,10 @@ __device__ __forceinline__ q_tile make_q_tile(const seq_info &sq, int64_t r0, bo
 // The leak-free mask: a block of keys that some row of the query tile sees
 // only in part takes P / 256 and V in bf16 (kind::f16 k16 steps on the same
 // accumulator), so that no V scale spans the diagonal. Bit b: block b of
-// key tile j.
+// key tile j (pv_plan.h, which also orders the two kinds on O).
 __device__ __forceinline__ unsigned diagonal_blocks(const q_tile &t, int64_t lk, int j)
 {
-    unsigned bits = 0;
-    for (int bk = 0; bk < BN / 32 && j < t.nt; bk++) {
-        const int64_t kb0 = (int64_t)j * BN + 32 * bk, klast = min(kb0 + 31, lk - 1);
-        if (kb0 < lk && t.lim_first < klast && t.lim_last >= kb0)
-            bits |= 1u << bk;
-    }
-    return bits;
+    return mxfa_pv_diagonal_blocks(t.lim_first, t.lim_last, t.nt, lk, j, BN);
 }
 
 #ifdef MXFA_SM100_CODE

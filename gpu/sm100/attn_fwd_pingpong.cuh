@@ -24,10 +24,13 @@
 // - O_g += P_g V^T: P's and V's scales in S_g's region, which the softmax
 //   has read by the time P is ready (barrier p_full).
 // The ISA orders an MMA after a tcgen05.cp, and after an MMA on the same
-// accumulator, but not after an MMA on another one: so a product that
-// overwrites the columns another read its scales from waits for that one
-// to complete (S_g waits for O_g's last product; the softmax's reads cover
-// the rest).
+// accumulator with the same shape, but not after an MMA on another
+// accumulator: so a product that overwrites the columns another read its
+// scales from waits for that one to complete (S_g waits for O_g's last
+// product; the softmax's reads cover the rest). Nor does it order the
+// leak-free mask's kind::f16 k16 steps on O and its kind::mxf8f6f4 k32
+// ones, which differ in shape: pv_plan.h puts a commit and a wait at every
+// change of kind within a key tile.
 //
 // For each key tile j the MMA warp issues S0(j), S1(j), then O0 += P0 V,
 // O1 += P1 V; softmax g loads its S_g(j) into registers at once and says so,
@@ -94,6 +97,7 @@ template <int D, bool LEAK> struct __align__(1024) pp_shared {
     // a tile each: S computed, S read, P ready, the maximum's step ready, O rescaled, P V done,
     // and the slow tiles' block steps
     uint64_t s_full[2], s_read[2], p_full[2], stat_full[2], o_ready[2], o_done[2], o_block[2], o_read[2];
+    uint64_t o_order; // a change of MMA kind on O waits for the steps before it (pv_plan.h)
     // From the softmax to the correction: each row's step (written before stat_full) and m, l
     // (before p_full). One slot a tile suffices for the step: the softmax's next write needs the next
     // S, which the MMA warp issues only after the correction has answered this one (o_ready). m and l
@@ -162,7 +166,7 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
     auto work = [&](int64_t w) { return pp_decode(w, heads, seqs, batch, group, k_rows, v_nan, causal); };
 
     if (tid == 0) {
-        bar_init(&sh.q_full, 1), bar_init(&sh.q_empty, 1);
+        bar_init(&sh.q_full, 1), bar_init(&sh.q_empty, 1), bar_init(&sh.o_order, 1);
         for (int s = 0; s < STAGES; s++) {
             bar_init(&sh.k_full[s], 1), bar_init(&sh.k_empty[s], 1);
             bar_init(&sh.v_full[s], 1), bar_init(&sh.v_empty[s], 1);
@@ -222,7 +226,7 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
             }
         } else if (tid == 13 * 32) { // the MMA thread
             // S and P V products issued a tile, and whether the last S_g took its scales in S_{1-g}'s region
-            int items = 0, n = 0, n_s[2] = {0, 0}, n_pv[2] = {0, 0}, blocks[2] = {0, 0};
+            int items = 0, n = 0, n_s[2] = {0, 0}, n_pv[2] = {0, 0}, blocks[2] = {0, 0}, orders = 0;
             bool in_s[2] = {false, false};
             for (int64_t w = blockIdx.x; w < n_work; w += gridDim.x) {
                 const pp_work wk = work(w);
@@ -276,11 +280,15 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
                         const uint32_t sf = tmem + ly::s_col(g) + ly::SF_PV; // P's words (the softmax's), then V's
                         copy_scales(sf + 4, mxfa_tc_sdesc_sf(smem_addr(sh.sfv[s])));
                         const uint64_t dp = mxfa_tc_sdesc(smem_addr(sh.p[g]), 16, 1024, MXFA_TC_SWIZZLE_128B);
-                        const bool by_block = wk.qt[g].slow && j >= wk.qt[g].jd;
+                        // 32 keys at a time, in the order pv_plan.h lays out (the correction reads O
+                        // between the slow tiles' steps; a change between the two kinds of step waits for
+                        // the steps before it)
                         const unsigned diag = LEAK ? diagonal_blocks(wk.qt[g], wk.sq.lk, j) : 0u;
-                        for (int kb = 0; kb < BN / 32; kb++) {
-                            if (LEAK && (diag >> kb & 1u)) {
-                                // two bf16 k16 steps; the second is a no-op where the reference takes one
+                        int kb = 0;
+                        for (uint64_t plan = mxfa_pv_plan(diag, BN / 32, wk.qt[g].slow && j >= wk.qt[g].jd); plan;
+                             plan >>= MXFA_PV_OP_BITS) {
+                            switch ((int)(plan & 0xF)) {
+                            case MXFA_PV_F16: // two bf16 k16 steps; the second is a no-op where the reference takes one
                                 if constexpr (LEAK) {
                                     const uint64_t pa =
                                         mxfa_tc_sdesc(smem_addr(sh.bf.p[g][kb]), 16, 512, MXFA_TC_SWIZZLE_64B);
@@ -289,11 +297,19 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
                                     mma_bf16(tmem + ly::o_col(g), pa, vb, mxfa_tc_idesc_bf16(BM, D), 1);
                                     mma_bf16(tmem + ly::o_col(g), pa + 2, vb + 2, mxfa_tc_idesc_bf16(BM, D), 1);
                                 }
-                            } else {
+                                kb++;
+                                break;
+                            case MXFA_PV_MXF8:
                                 mma_mxf8(tmem + ly::o_col(g), dp + 2 * kb, dv + 2 * kb,
                                          mxfa_tc_idesc_mxf8(0, 0, BM, D, kb, kb), sf, sf + 4, 1);
-                            }
-                            if (by_block) { // the correction reads O_g between the steps
+                                kb++;
+                                break;
+                            case MXFA_PV_ORDER:
+                                mma_commit(&sh.o_order);
+                                bar_wait(&sh.o_order, orders++ & 1);
+                                tc_fence_after();
+                                break;
+                            default: // MXFA_PV_BLOCK: the correction reads O_g between the steps
                                 mma_commit(&sh.o_block[g]);
                                 bar_wait(&sh.o_read[g], blocks[g]++ & 1);
                                 tc_fence_after();

@@ -62,6 +62,7 @@ template <int D, bool LEAK> struct __align__(1024) single_shared {
     alignas(128) uint8_t sfv[STAGES][hd::VA][SF_ATOM];
     uint64_t q_full, k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
     uint64_t s_full, p_full, o_done, o_block, o_read; // the last two: the slow tiles' block steps
+    uint64_t o_order; // a change of MMA kind on O waits for the steps before it (pv_plan.h)
     uint32_t pw[2][BM];                               // dynamic P: the rows' scale words, a tile in two
     uint32_t tmem;
 };
@@ -104,7 +105,7 @@ __global__ void __launch_bounds__(SINGLE_THREADS, 1)
             bar_init(&sh.k_full[s], 1), bar_init(&sh.k_empty[s], 1);
             bar_init(&sh.v_full[s], 1), bar_init(&sh.v_empty[s], 1);
         }
-        bar_init(&sh.s_full, 1), bar_init(&sh.o_done, 1), bar_init(&sh.o_block, 1);
+        bar_init(&sh.s_full, 1), bar_init(&sh.o_done, 1), bar_init(&sh.o_block, 1), bar_init(&sh.o_order, 1);
         bar_init(&sh.o_read, BM);
         bar_init(&sh.p_full, BM);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -154,7 +155,7 @@ __global__ void __launch_bounds__(SINGLE_THREADS, 1)
                 copy_scales(tmem + ly::SFQ_COL + 4 * a, mxfa_tc_sdesc_sf(smem_addr(sh.sfq[a])));
         }
         const uint64_t dp = mxfa_tc_sdesc(smem_addr(sh.p), 16, 1024, MXFA_TC_SWIZZLE_128B);
-        for (int j = 0, s = 0, phase = 0, blocks = 0; j < nt; j++) {
+        for (int j = 0, s = 0, phase = 0, blocks = 0, orders = 0; j < nt; j++) {
             bar_wait(&sh.k_full[s], phase);
             tc_fence_after();
             for (int a = 0; a < QA; a++)
@@ -177,10 +178,13 @@ __global__ void __launch_bounds__(SINGLE_THREADS, 1)
             for (int a = 0; a < VA; a++)
                 copy_scales(tmem + ly::SFV_COL + 4 * (VA * s + a), mxfa_tc_sdesc_sf(smem_addr(sh.sfv[s][a])));
             const uint64_t dv = mxfa_tc_sdesc(smem_addr(sh.v[s]), 16, 1024, MXFA_TC_SWIZZLE_128B);
-            const bool by_block = qt.slow && j >= qt.jd;
+            // O += P V^T: 32 keys at a time, in the order pv_plan.h lays out (the rows read O between the
+            // slow tiles' steps; a change between the two kinds of step waits for the steps before it)
             const unsigned diag = LEAK ? diagonal_blocks(qt, sq.lk, j) : 0u;
-            for (int kb = 0; kb < BN / 32; kb++) { // O += P V^T: 32 keys at a time
-                if (LEAK && (diag >> kb & 1u)) {
+            int kb = 0;
+            for (uint64_t plan = mxfa_pv_plan(diag, BN / 32, qt.slow && j >= qt.jd); plan; plan >>= MXFA_PV_OP_BITS) {
+                switch ((int)(plan & 0xF)) {
+                case MXFA_PV_F16:
                     // two bf16 k16 steps (32 bytes, 2 in the address field, each); the second is a no-op
                     // where the reference takes one (16 keys or fewer): zero products, and O is never -0
                     if constexpr (LEAK) {
@@ -189,11 +193,19 @@ __global__ void __launch_bounds__(SINGLE_THREADS, 1)
                         mma_bf16(tmem + ly::O_COL, pa, vb, mxfa_tc_idesc_bf16(BM, D), 1);
                         mma_bf16(tmem + ly::O_COL, pa + 2, vb + 2, mxfa_tc_idesc_bf16(BM, D), 1);
                     }
-                } else {
+                    kb++;
+                    break;
+                case MXFA_PV_MXF8:
                     mma_mxf8(tmem + ly::O_COL, dp + 2 * kb, dv + 2 * kb, mxfa_tc_idesc_mxf8(0, 0, BM, D, kb, kb),
                              tmem + ly::SFP_COL, tmem + ly::SFV_COL + 4 * VA * s, 1);
-                }
-                if (by_block) { // the rows read O between the steps
+                    kb++;
+                    break;
+                case MXFA_PV_ORDER:
+                    mma_commit(&sh.o_order);
+                    bar_wait(&sh.o_order, orders++ & 1);
+                    tc_fence_after();
+                    break;
+                default: // MXFA_PV_BLOCK
                     mma_commit(&sh.o_block);
                     bar_wait(&sh.o_read, blocks++ & 1);
                     tc_fence_after();
