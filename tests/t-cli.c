@@ -516,14 +516,33 @@ int main(void)
         blackwell = mxfa_device_info(gctx, &arch, NULL, 0) == MXFA_OK && arch == 100;
         mxfa_close(gctx);
     }
-    if (blackwell)
+    if (blackwell) {
         if (!ok(st == 0, "mxfa selftest on a Blackwell GPU: every kernel agrees (exit %d)", st))
             diag("%s", out);
-    else
+    } else {
         ok(st == 77 && strstr(out, "nothing to check here"), "mxfa selftest without a Blackwell GPU says so and exits 77 "
            "(got %d)", st);
+    }
     ok(run(st3, out, sizeof out) == 2 && strstr(errtext, "--cases"), "mxfa selftest --cases 0: exit 2 and a message");
     ok(run(st4, out, sizeof out) == 2 && strstr(errtext, "--backend"), "mxfa selftest --backend ref: exit 2 and a message");
+    /* the time limit on device calls: a test kernel that spins past it must be reported as a hang (exit 3)
+     * on any GPU of the cuda backend; without one there is nothing to run it on (77) */
+    const char *st5[] = {"selftest", "--stall-test", "--timeout", "1", NULL};
+    const char *st6[] = {"selftest", "--timeout", "soon", NULL};
+    const char *st7[] = {"selftest", "--stall-test", "--backend", "cpu", NULL};
+    st = run(st5, out, sizeof out);
+    if (mxfa_backend_usable("cuda", why, sizeof why)) {
+        if (!ok(st == 3 && strstr(errtext, "HANG") && strstr(errtext, "stall test kernel"),
+                "mxfa selftest --stall-test --timeout 1 on this GPU: the spinning kernel is reported as a hang, exit 3 "
+                "(got %d)", st))
+            diag("%s%s", out, errtext);
+    } else {
+        ok(st == 77 && strstr(out, "nothing to check here"),
+           "mxfa selftest --stall-test without a GPU says so and exits 77 (got %d)", st);
+    }
+    ok(run(st6, out, sizeof out) == 2 && strstr(errtext, "--timeout"), "mxfa selftest --timeout soon: exit 2 and a message");
+    ok(run(st7, out, sizeof out) == 2 && strstr(errtext, "--stall-test"),
+       "mxfa selftest --stall-test --backend cpu: exit 2 and a message");
 
     /* clean up the directory */
     DIR *d = opendir(dir);

@@ -4,7 +4,12 @@
  * hardware. Every case is drawn at random (seeded), run on the backend
  * under test and on ref (or, for the large ones, on the cpu backend, which
  * the test suite holds to ref bit for bit), and every output byte compared.
+ * Every call on the backend under test runs under a time limit (a watchdog,
+ * tools/watchdog.h): a kernel that hangs is reported with its case.
  */
+#include "config.h"
+
+#include <dlfcn.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,29 +17,39 @@
 #include <string.h>
 
 #include "cli.h"
+#include "watchdog.h"
 
 #define EXIT_SKIP 77
 
 static const char selftest_help[] =
-    "usage: mxfa selftest [--backend cuda|cpu] [--cases N] [--seed N]\n"
+    "usage: mxfa selftest [--backend cuda|cpu] [--cases N] [--seed N] [--timeout S] [--stall-test]\n"
     "\n"
     "Runs every sm_100a (Blackwell) kernel of the cuda backend on random inputs,\n"
     "special values included, and compares every output bit with the emulator's\n"
-    "sm100 model (the ref backend). Prints a line a kernel and a summary.\n"
-    "Exit status: 0 all agree, 1 a difference or an error, 77 nothing to check\n"
-    "here (no cuda backend, or its GPU is not of compute capability 10.0).\n"
-    "  --backend  the backend under test (default cuda); cpu runs the same\n"
-    "             comparisons on the cpu backend, a check of the comparisons\n"
-    "             that needs no GPU\n"
-    "  --cases    random cases a kernel (default 60)\n"
-    "  --seed     the first random state (default 1)\n";
+    "sm100 model (the ref backend). Prints a line a kernel and a summary. Every\n"
+    "call on the backend under test runs under a time limit: a call that does\n"
+    "not finish in time is reported as a hang, with its case, and ends the run.\n"
+    "Exit status: 0 all agree, 1 a difference or an error, 3 a hang, 77\n"
+    "nothing to check here (no cuda backend, or its GPU is not of compute\n"
+    "capability 10.0).\n"
+    "  --backend     the backend under test (default cuda); cpu runs the same\n"
+    "                comparisons on the cpu backend, a check of the comparisons\n"
+    "                that needs no GPU\n"
+    "  --cases       random cases a kernel (default 60)\n"
+    "  --seed        the first random state (default 1)\n"
+    "  --timeout     seconds a call may take (default 60)\n"
+    "  --stall-test  instead of the cases, run a test kernel that does not\n"
+    "                finish in time, on any GPU of the cuda backend: a check of\n"
+    "                the time limit itself, which must report a hang (exit 3)\n";
 
-enum { OPT_BACKEND = 256, OPT_CASES, OPT_SEED };
+enum { OPT_BACKEND = 256, OPT_CASES, OPT_SEED, OPT_TIMEOUT, OPT_STALL };
 
 static const struct option options[] = {
     {"backend", required_argument, NULL, OPT_BACKEND},
     {"cases", required_argument, NULL, OPT_CASES},
     {"seed", required_argument, NULL, OPT_SEED},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"stall-test", no_argument, NULL, OPT_STALL},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -122,6 +137,15 @@ static int same_elements(const char *name, const void *want, const void *got, in
     return 0;
 }
 
+/* Before a call on the oracle (i = 0) or on the backend under test (i = 1):
+ * the latter runs under the time limit from here until call_ok, with the
+ * case as the report of a hang. */
+static void call_begin(int i, const outcome *o)
+{
+    if (i == 1)
+        watchdog_arm(o->what);
+}
+
 /* After a call on the oracle (i = 0) or on the backend under test (i = 1,
  * whose work is waited for): 1 when it succeeded; else 0 with o->why, and
  * o->agreed -1 when the backend under test refused (it does not do that). */
@@ -129,6 +153,8 @@ static int call_ok(mxfa_status st, int i, mxfa_ctx *ctx, outcome *o)
 {
     if (st == MXFA_OK && i == 1)
         st = mxfa_synchronize(ctx);
+    if (i == 1)
+        watchdog_disarm();
     if (st == MXFA_OK)
         return 1;
     o->agreed = i == 1 && st == MXFA_ERR_UNSUPPORTED ? -1 : 0;
@@ -147,30 +173,58 @@ typedef struct attn_draw {
     mxfa_attn_params p;
 } attn_draw;
 
-/* The case's description. */
+/* The case's description: enough to draw it again by hand. */
 static void draw_name(const attn_draw *a, outcome *o)
 {
-    snprintf(o->what, sizeof o->what, "%s, %s P, D %lld, batch %d, lengths q %lld k %lld, heads %d/%d, preset %s",
-             a->p.causal == MXFA_CAUSAL ? "leak-free causal" : a->p.causal ? "plain causal" : "no mask",
-             mxfa_p_scale_name(a->p.p_scale), (long long)a->d, a->batch, (long long)a->tq, (long long)a->tk, a->hq,
-             a->hkv, mxfa_preset_name(a->p.preset));
+    int n = snprintf(o->what, sizeof o->what, "%s, %s P, D %lld, heads %d/%d, preset %s, sequences (q, k):",
+                     a->p.causal == MXFA_CAUSAL ? "leak-free causal" : a->p.causal ? "plain causal" : "no mask",
+                     mxfa_p_scale_name(a->p.p_scale), (long long)a->d, a->hq, a->hkv, mxfa_preset_name(a->p.preset));
+    for (int b = 0; b < a->batch && n > 0 && (size_t)n < sizeof o->what; b++)
+        n += snprintf(o->what + n, sizeof o->what - (size_t)n, " (%d, %d)", (int)(a->cq[b + 1] - a->cq[b]),
+                      (int)(a->ck[b + 1] - a->ck[b]));
+}
+
+/* A sequence's key count for `lq` queries under a causal mask, half the
+ * time: lq plus an offset that is neither 0 nor 127 modulo the key tile of
+ * 128, so that the leak-free mask's key tiles mix bf16 and block-scaled
+ * steps on O (gpu/sm100/pv_plan.h says where; with two query tiles or more
+ * some always do). -1 the other half. */
+static int32_t mixed_tiles_lk(int32_t lq)
+{
+    if (below(2))
+        return -1;
+    const int32_t off = 1 + (int32_t)below(126) + (below(2) ? 128 : 0); /* 1..126 or 129..254 */
+    return lq + off;
 }
 
 /* many: three sequences of two or three pairs of query tiles, 64 to 144
  * heads, D = 64 or 128: 384 work tiles or more, so that each CTA of the
  * persistent kernel (one an SM, 148 on a B200) takes several one after
  * another. The backward pass's items, key tiles times heads, are
- * usually several hundred as well. */
+ * usually several hundred as well. Under a causal mask, half the
+ * sequences have at least two query tiles and the offsets of
+ * mixed_tiles_lk. */
 static void draw_attn(uint32_t most, int many, attn_draw *a, outcome *o)
 {
     memset(a, 0, sizeof *a);
+    mxfa_attn_params_default(&a->p);
+    a->p.model = MXFA_MODEL_SM100;
+    a->p.preset = (mxfa_preset)below(4);
+    a->p.causal = (mxfa_causal)below(3);
+    a->p.p_scale = below(2) ? MXFA_P_DYNAMIC : MXFA_P_CONST;
     a->d = 64 << below(many ? 2 : 3);
     a->batch = many ? 3 : 1 + (int)below(3);
     a->hkv = many ? 32 + (int)below(17) : 1 + (int)below(2);
     a->hq = a->hkv * (many ? 2 + (int)below(2) : 1 + (int)below(2));
     for (int b = 0; b < a->batch; b++) {
-        const int32_t lq = many ? 257 + (int32_t)below(most - 256) : below(8) == 0 ? 0 : 1 + (int32_t)below(most);
-        const int32_t lk = below(8) == 0 ? 0 : 1 + (int32_t)below(most);
+        int32_t lq = many ? 257 + (int32_t)below(most - 256) : below(8) == 0 ? 0 : 1 + (int32_t)below(most);
+        int32_t lk = below(8) == 0 ? 0 : 1 + (int32_t)below(most);
+        if (a->p.causal != MXFA_CAUSAL_NONE) {
+            const int32_t at_least_two = lq > 256 ? lq : 257 + (int32_t)below(most > 256 ? most - 256 : 44);
+            const int32_t mixed = mixed_tiles_lk(at_least_two);
+            if (mixed > 0)
+                lq = at_least_two, lk = mixed;
+        }
         a->cq[b + 1] = a->cq[b] + lq, a->ck[b + 1] = a->ck[b] + lk;
     }
     if (a->cq[a->batch] == 0)
@@ -178,11 +232,6 @@ static void draw_attn(uint32_t most, int many, attn_draw *a, outcome *o)
     if (a->ck[a->batch] == 0)
         a->ck[a->batch] = 1;
     a->tq = a->cq[a->batch], a->tk = a->ck[a->batch];
-    mxfa_attn_params_default(&a->p);
-    a->p.model = MXFA_MODEL_SM100;
-    a->p.preset = (mxfa_preset)below(4);
-    a->p.causal = (mxfa_causal)below(3);
-    a->p.p_scale = below(2) ? MXFA_P_DYNAMIC : MXFA_P_CONST;
     draw_name(a, o);
 }
 
@@ -232,6 +281,7 @@ static void gemm_case(mxfa_ctx *test, mxfa_ctx *oracle, int big, outcome *o)
         mxfa_mx B = {mxfa_tensor_2d(b, fb, N, K), mxfa_tensor_2d(sb, MXFA_E8M0, N, nkb), MXFA_BLOCK_ROW,
                      MXFA_LAYOUT_COMPACT};
         mxfa_tensor D = mxfa_tensor_2d(d[i], MXFA_F32, M, N), C = mxfa_tensor_2d(c, MXFA_F32, M, N);
+        call_begin(i, o);
         if (!call_ok(mxfa_gemm(ctx[i], &A, &B, cmode == 0 ? NULL : cmode == 1 ? &C : &D, MXFA_MODEL_SM100, &D), i,
                      ctx[i], o))
             goto done;
@@ -303,6 +353,7 @@ static void attn_case(mxfa_ctx *test, mxfa_ctx *oracle, int big, outcome *o)
         mxfa_tensor Q = tensor3(q, din, a.tq, a.hq, a.d), K = tensor3(k, din, a.tk, a.hkv, a.d),
                     V = tensor3(v, din, a.tk, a.hkv, a.d), O = tensor3(out[i], dout, a.tq, a.hq, a.d);
         mxfa_tensor L = mxfa_tensor_2d(lse[i], MXFA_F32, a.tq, a.hq);
+        call_begin(i, o);
         if (!call_ok(mxfa_attn_fwd(ctx[i], &a.p, &Q, &K, &V, a.cq, a.ck, a.batch, &O, &L), i, ctx[i], o))
             goto done;
     }
@@ -362,6 +413,7 @@ static void bwd_case(mxfa_ctx *test, mxfa_ctx *oracle, int big, outcome *o)
             memset(g[i][t], 0xA5, (t ? nk : nq) * eg);
         mxfa_tensor DQ = tensor3(g[i][0], dg, a.tq, a.hq, a.d), DK = tensor3(g[i][1], dg, a.tk, a.hkv, a.d),
                     DV = tensor3(g[i][2], dg, a.tk, a.hkv, a.d);
+        call_begin(i, o);
         if (!call_ok(mxfa_attn_bwd(ctx[i], &a.p, &Q, &K, &V, &O, &G, &L, a.cq, a.ck, a.batch, &DQ, &DK, &DV), i,
                      ctx[i], o))
             goto done;
@@ -374,6 +426,37 @@ done:
     for (int i = 0; i < 2; i++)
         for (int t = 0; t < 3; t++)
             free(g[i][t]);
+}
+
+/* --stall-test: the cuda module's test kernel (gpu/stall.cu), asked to spin
+ * four times the limit and more, under the watchdog, which must report it
+ * and end the process with WATCHDOG_EXIT. The module is the one libmxfa
+ * opened (the same file, so the same instance). */
+static int stall_test(const char *cmd, double timeout)
+{
+    const char *env = getenv("MXFA_CUDA_MODULE");
+    const char *path = env && *env ? env : MXFA_CUDA_MODULE_PATH;
+    void *module = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!module)
+        return cli_error(cmd, "--stall-test: cannot open the cuda module: %s", dlerror());
+    int (*stall)(double, char *, size_t);
+    *(void **)&stall = dlsym(module, "mxfa_cuda_test_stall");
+    if (!stall) {
+        dlclose(module);
+        return cli_error(cmd, "--stall-test: the cuda module %s has no test kernel (mxfa_cuda_test_stall)", path);
+    }
+    const double spin = 4 * timeout + 5;
+    printf("mxfa selftest: the stall test: a kernel that spins for %g s, under a limit of %g s; a hang must be "
+           "reported\n", spin, timeout);
+    fflush(stdout);
+    char why[256] = "";
+    watchdog_arm("the stall test kernel, which spins on purpose (--stall-test)");
+    const int r = stall(spin, why, sizeof why);
+    watchdog_disarm();
+    dlclose(module);
+    if (r)
+        return cli_error(cmd, "--stall-test: %s", why);
+    return cli_error(cmd, "--stall-test: the kernel ran its %g s: the limit of %g s did not stop it", spin, timeout);
 }
 
 /* A kernel's cases: n small ones against ref and a few large ones against
@@ -408,7 +491,8 @@ int cmd_selftest(int argc, char **argv)
     const char *cmd = "selftest", *backend = "cuda";
     long cases = 60;
     unsigned long long seed = 1;
-    int ch;
+    double timeout = 60;
+    int ch, stall = 0;
     optind = 1;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "h", options, NULL)) != -1) {
@@ -425,6 +509,12 @@ int cmd_selftest(int argc, char **argv)
             if (!*optarg || *end)
                 return cli_usage(cmd, "--seed: expected a non-negative integer, got '%s'", optarg);
             break;
+        case OPT_TIMEOUT:
+            timeout = strtod(optarg, &end);
+            if (!*optarg || *end || !(timeout >= 0.1 && timeout <= 86400))
+                return cli_usage(cmd, "--timeout: expected seconds in [0.1, 86400], got '%s'", optarg);
+            break;
+        case OPT_STALL: stall = 1; break;
         case 'h': fputs(selftest_help, stdout); return 0;
         default: return cli_usage(cmd, "unknown option or missing value: '%s'", argv[optind - 1]);
         }
@@ -433,6 +523,8 @@ int cmd_selftest(int argc, char **argv)
         return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
     if (strcmp(backend, "cuda") && strcmp(backend, "cpu"))
         return cli_usage(cmd, "--backend: expected cuda or cpu, got '%s'", backend);
+    if (stall && strcmp(backend, "cuda"))
+        return cli_usage(cmd, "--stall-test runs on the cuda backend, not on %s", backend);
 
     char why[512];
     if (!mxfa_backend_usable(backend, why, sizeof why)) {
@@ -443,6 +535,14 @@ int cmd_selftest(int argc, char **argv)
     int rc = cli_open(cmd, backend, &test);
     if (rc)
         return rc;
+    if (watchdog_start(cmd, timeout)) {
+        rc = cli_error(cmd, "cannot start the thread that watches the time limit");
+        goto done;
+    }
+    if (stall) {
+        rc = stall_test(cmd, timeout);
+        goto done;
+    }
     int arch = 0;
     char name[256] = "";
     if (mxfa_device_info(test, &arch, name, sizeof name) != MXFA_OK) {
@@ -458,8 +558,8 @@ int cmd_selftest(int argc, char **argv)
     if ((rc = cli_open(cmd, "ref", &ref)) || (rc = cli_open(cmd, "cpu", &cpu)))
         goto done;
     rng = seed;
-    printf("mxfa selftest %s: the %s backend on %s against the emulator's sm100 model, seed %llu\n", mxfa_version(),
-           backend, name, seed);
+    printf("mxfa selftest %s: the %s backend on %s against the emulator's sm100 model, seed %llu, %g s a call at "
+           "most\n", mxfa_version(), backend, name, seed, timeout);
     int checked = 0, failed = 0;
     static const struct {
         const char *name;
