@@ -1,5 +1,5 @@
-/* Error metrics of a result against a reference (SPEC section 8), in
- * double precision. */
+/* Error metrics of a result against a reference (docs/NUMERICS.md,
+ * "Accuracy against the float64 truth"), in double precision. */
 #include <math.h>
 
 #include "internal.h"

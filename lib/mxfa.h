@@ -565,7 +565,8 @@ MXFA_API mxfa_status mxfa_attn_bwd_f64(mxfa_ctx *ctx, const mxfa_attn_params *p,
                                        const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k, int batch,
                                        mxfa_tensor *dq, mxfa_tensor *dk, mxfa_tensor *dv);
 
-/* Error metrics of a result against a reference (SPEC section 8). */
+/* Error metrics of a result against a reference (docs/NUMERICS.md,
+ * "Accuracy against the float64 truth"). */
 typedef struct mxfa_metrics {
     double rel_l2;   /* |out - ref|_2 / |ref|_2 */
     double max_abs;  /* max |out - ref| */

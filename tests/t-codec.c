@@ -129,7 +129,7 @@ int main(void)
     check_codes("e4m3", &e4m3, mxfa_f32_to_e4m3, mxfa_e4m3_to_f32);
     check_codes("e5m2", &e5m2, mxfa_f32_to_e5m2, mxfa_e5m2_to_f32);
 
-    /* A few hand-checked facts of the formats (SPEC section 2). */
+    /* A few hand-checked facts of the formats (docs/NUMERICS.md, "Element formats"). */
     ok(mxfa_f32_to_e4m3(448.0f, MXFA_SATFINITE) == 0x7E && mxfa_f32_to_e4m3(-448.0f, MXFA_SATFINITE) == 0xFE,
        "e4m3: +-448 is 0x7E/0xFE");
     ok(mxfa_f32_to_e4m3(464.0f, MXFA_NONSAT) == 0x7E && mxfa_f32_to_e4m3(464.5f, MXFA_NONSAT) == 0x7F,

@@ -1,6 +1,6 @@
 /*
  * mxfa bench on a backend with device memory: attention forward and
- * backward at the shapes of the H200 baselines (../shared/bench/h200_baselines.py, run in
+ * backward at the shapes of the H200 baselines (bench/torch_sdpa_gpu.py, run in
  * the same session for the ratios), on bf16 Q, K and V drawn from a standard
  * normal in device memory, under the sm90-fp8 model (sm100 on a Blackwell
  * GPU) with const P. The

@@ -3,7 +3,7 @@
  * in, on one backend, with a progress line on stderr and a table on
  * stdout. FLOPs count as 2 M N K for a product and 4 H S^2 D for attention
  * forward (half of it causal), 2.5 times that backward, as
- * ../shared/bench-style baselines count them, so that ratios are fair.
+ * the baseline scripts of bench/ count them, so that ratios are fair.
  * Peak memory is the high-water mark of resident memory during each
  * operation (Linux resets it through /proc/self/clear_refs).
  */

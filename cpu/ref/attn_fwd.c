@@ -58,8 +58,9 @@ typedef struct tile_scratch {
 
 /*
  * One query row against one key tile [c0, c0 + bn): the online-softmax
- * update of SPEC section 6, step 2. diag_lo..diag_hi: the rows' key limits
- * over the whole query tile (for the leak-free rule).
+ * update of docs/NUMERICS.md, "Attention forward", step 2.
+ * diag_lo..diag_hi: the rows' key limits over the whole query tile (for
+ * the leak-free rule).
  */
 static void row_tile(const head_job *job, int64_t i, int64_t c0, int64_t bn, int64_t lim_first, int64_t lim_last,
                      row_state *rs, tile_scratch *t)

@@ -1,10 +1,10 @@
 /*
  * The truth: attention in float64 with no quantization, for measuring what
- * MXFP8 does (SPEC section 8). Inputs are read exactly (bf16 and fp32 widen
- * exactly to double); softmax(scale * Q K^T) V with the row max subtracted,
- * causal bottom-right, GQA by head groups. A query that sees no key gets
- * O = 0 and LSE = -Inf; a NaN anywhere in a row's scores makes its outputs
- * NaN.
+ * MXFP8 does (docs/NUMERICS.md, "Accuracy against the float64 truth").
+ * Inputs are read exactly (bf16 and fp32 widen exactly to double);
+ * softmax(scale * Q K^T) V with the row max subtracted, causal
+ * bottom-right, GQA by head groups. A query that sees no key gets O = 0
+ * and LSE = -Inf; a NaN anywhere in a row's scores makes its outputs NaN.
  */
 #include <math.h>
 #include <stdlib.h>

@@ -1,5 +1,6 @@
 // MXFP8 attention backward under the sm100 model on a Blackwell GPU, bit
-// for bit the algorithm of cpu/ref/attn_bwd.c (SPEC section 7).
+// for bit the algorithm of cpu/ref/attn_bwd.c (docs/NUMERICS.md,
+// "Attention backward").
 //
 // The reference's geometry (128 x 128 tiles) at D = 64 and 128, without the
 // leak-free mask, runs the fused kernel of attn_bwd.cuh; everything else

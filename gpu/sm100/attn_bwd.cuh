@@ -1,10 +1,10 @@
 // The fused sm100 attention backward kernel: one CTA per SM walks the work
 // items (key tile x query head) and keeps dK and dV in tensor memory for
 // the whole of an item, bit for bit the algorithm of cpu/ref/attn_bwd.c
-// under the sm100 model (SPEC section 7) for D = 64 and 128, no mask or the
-// plain causal one, const or dynamic P. attn_bwd.cu packs the operands and
-// launches it; what it does not take goes to the composition
-// (gpu/sm90/attn_bwd.cu on Blackwell's GEMMs).
+// under the sm100 model (docs/NUMERICS.md, "Attention backward") for
+// D = 64 and 128, no mask or the plain causal one, const or dynamic P.
+// attn_bwd.cu packs the operands and launches it; what it does not take
+// goes to the composition (gpu/sm90/attn_bwd.cu on Blackwell's GEMMs).
 //
 // The reference loops over key tiles, and for each over the query tiles it
 // visits, in order. An item here is one key tile of one query head, so its

@@ -1,10 +1,10 @@
 // MXFP8 attention forward under the sm100 model on a Blackwell GPU, bit for
-// bit the algorithm of cpu/ref/attn_fwd.c (SPEC section 6), with its
-// geometry of 128-row query tiles and 128-key tiles: D = 64, 128 and 256,
-// no mask, the plain causal mask or the leak-free one (whose diagonal blocks
-// take P / 256 and V in bf16, kind::f16 k16 steps on the same accumulator),
-// const or dynamic P, jagged batches and GQA. This file packs the operands
-// and launches one of two kernels:
+// bit the algorithm of cpu/ref/attn_fwd.c (docs/NUMERICS.md, "Attention
+// forward"), with its geometry of 128-row query tiles and 128-key tiles:
+// D = 64, 128 and 256, no mask, the plain causal mask or the leak-free one
+// (whose diagonal blocks take P / 256 and V in bf16, kind::f16 k16 steps
+// on the same accumulator), const or dynamic P, jagged batches and GQA.
+// This file packs the operands and launches one of two kernels:
 // - attn_fwd_pingpong.cuh, D = 64 and 128: two query tiles a CTA in
 //   ping-pong, with a correction warpgroup, the scale factors in
 //   accumulator regions not in use;

@@ -1,8 +1,9 @@
 // What the two sm100 attention forward kernels share (attn_fwd_single.cuh,
 // one query tile a CTA; attn_fwd_pingpong.cuh, two): the sequences' table,
 // the output, the geometry of a head dim, a query tile's key range, and the
-// per-row steps of the algorithm of cpu/ref/attn_fwd.c (SPEC section 6),
-// each written once so that both kernels compute the same bits.
+// per-row steps of the algorithm of cpu/ref/attn_fwd.c (docs/NUMERICS.md,
+// "Attention forward"), each written once so that both kernels compute the
+// same bits.
 //
 // A softmax thread owns one query row: the lane of tensor memory that holds
 // its row of S (and of O). Every tensor-memory load and store here is a

@@ -1,11 +1,12 @@
 // MXFP8 attention backward on Hopper, bit for bit the algorithm of
-// cpu/ref/attn_bwd.c (SPEC section 7) under the sm90-fp8 and sm90-bf16
-// models, for any geometry the library takes, every mask, const or dynamic
-// P, jagged batches, GQA. The same composition runs under the sm100 model
-// on Blackwell, on its GEMMs (gpu/sm100/gemm_mxf8.cu, and gemm_bf16.cu for
-// the bf16 steps): there a skipped step is a fused sum of zero products
-// and acc, which is acc (the model never makes -0), and the same operands
-// as below make it otherwise. Not yet run on Blackwell hardware.
+// cpu/ref/attn_bwd.c (docs/NUMERICS.md, "Attention backward") under the
+// sm90-fp8 and sm90-bf16 models, for any geometry the library takes, every
+// mask, const or dynamic P, jagged batches, GQA. The same composition runs
+// under the sm100 model on Blackwell, on its GEMMs (gpu/sm100/gemm_mxf8.cu,
+// and gemm_bf16.cu for the bf16 steps): there a skipped step is a fused sum
+// of zero products and acc, which is acc (the model never makes -0), and
+// the same operands as below make it otherwise. Not yet run on Blackwell
+// hardware.
 //
 // Composed, not fused: each of the five block-scaled products is a call of
 // the GEMM of gemm_fp8.cu (gemm_bf16.cu for sm90-bf16), whose results are

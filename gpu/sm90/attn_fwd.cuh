@@ -1,6 +1,6 @@
 // MXFP8 attention forward on Hopper under the sm90-fp8 model, bit for bit
-// the algorithm of cpu/ref/attn_fwd.c (SPEC section 6) with its geometry of
-// 128-row query tiles and 128-key tiles.
+// the algorithm of cpu/ref/attn_fwd.c (docs/NUMERICS.md, "Attention
+// forward") with its geometry of 128-row query tiles and 128-key tiles.
 //
 // Before the kernel: Q and K are quantized along D (row blocks), V along
 // the keys (col blocks restarting at every sequence), by the backend's
