@@ -29,6 +29,45 @@ int cli_error(const char *cmd, const char *fmt, ...)
     return EXIT_FAILURE;
 }
 
+void cli_warn(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "mxfa %s: warning: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+int64_t cli_count_nonfinite(const float *x, int64_t n)
+{
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        bad += !isfinite(x[i]);
+    return bad;
+}
+
+int cli_warn_nonfinite_input(const char *cmd, const char *what, const float *x, int64_t n)
+{
+    int64_t bad = cli_count_nonfinite(x, n);
+    if (bad)
+        cli_warn(cmd, "%s holds %lld NaN/Inf values of %lld: the outputs they reach are NaN too", what,
+                 (long long)bad, (long long)n);
+    return bad != 0;
+}
+
+int cli_warn_no_score(const char *cmd, const char *what, const char *against, const mxfa_metrics *m)
+{
+    long long n = (long long)(m->count + m->skipped + m->mismatched_nonfinite);
+    if (m->mismatched_nonfinite)
+        cli_warn(cmd, "%lld of %lld values of %s differ from %s and are NaN/Inf on one side or both: no error can "
+                 "be measured, its metrics are nan", (long long)m->mismatched_nonfinite, n, what, against);
+    else if (m->count == 0)
+        cli_warn(cmd, "no value of %s is finite (%lld NaN/Inf, as in %s): nothing to measure, its metrics are nan",
+                 what, n, against);
+    return m->mismatched_nonfinite || m->count == 0;
+}
+
 int cli_open(const char *cmd, const char *backend, mxfa_ctx **ctx)
 {
     mxfa_status st = mxfa_open(ctx, backend);

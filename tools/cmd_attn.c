@@ -32,7 +32,8 @@ static const char attn_help[] =
     "  --scale X               softmax scale (default D^-1/2)\n"
     "  --block-m N, --block-n N  tile sizes, multiples of 32 (default 128)\n"
     "  --out-dtype f32|bf16    O's precision before it is written as float32 (default f32)\n"
-    "  --compare-ideal         print the error of the outputs against the float64 truth\n"
+    "  --compare-truth         print the error of the outputs against the float64 truth\n"
+    "                          (warns of NaN/Inf; --compare-ideal is its older name)\n"
     "  --backend auto|ref|cpu|cuda                      (default auto)\n";
 
 enum { OPT_Q = 256, OPT_K, OPT_V, OPT_OUT, OPT_LSE, OPT_CUQ, OPT_CUK, OPT_CAUSAL, OPT_CAUSAL_PLAIN, OPT_MODEL,
@@ -56,7 +57,8 @@ static const struct option options[] = {
     {"block-m", required_argument, NULL, OPT_BM},
     {"block-n", required_argument, NULL, OPT_BN},
     {"out-dtype", required_argument, NULL, OPT_ODT},
-    {"compare-ideal", no_argument, NULL, OPT_CMP},
+    {"compare-truth", no_argument, NULL, OPT_CMP},
+    {"compare-ideal", no_argument, NULL, OPT_CMP}, /* the older name of --compare-truth */
     {"backend", required_argument, NULL, OPT_BACKEND},
     {"backward", no_argument, NULL, OPT_BWD},
     {"do", required_argument, NULL, OPT_DO},
@@ -140,6 +142,25 @@ static int parse_int(const char *cmd, const char *opt, const char *s, int *out)
         return cli_usage(cmd, "%s takes a non-negative integer, got '%s'", opt, s);
     *out = (int)v;
     return 0;
+}
+
+/* The --compare-truth table: its header, and one row per output. */
+static void metrics_header(void)
+{
+    printf("%-4s %12s %12s %10s %10s\n", "", "rel L2", "max abs", "cosine", "SQNR dB");
+}
+
+static void metrics_row(const char *name, const mxfa_metrics *m)
+{
+    printf("%-4s %12.4e %12.4e %10.6f %10.2f\n", name, m->rel_l2, m->max_abs, m->cosine, m->sqnr_db);
+}
+
+/* After the table: the warnings that say why a row is no score. */
+static void warn_no_scores(const char *cmd, int n, const char *const *names, const mxfa_metrics *m)
+{
+    fflush(stdout);
+    for (int i = 0; i < n; i++)
+        cli_warn_no_score(cmd, names[i], "the float64 truth", &m[i]);
 }
 
 /* Write n float32 arrays atomically as a set: all files appear, or none. */
@@ -244,16 +265,26 @@ static int attn_backward(const char *cmd, mxfa_ctx *ctx, const mxfa_attn_params 
         }
         mxfa_tensor F[3] = {DQ, DK, DV}, R[3] = {TQ, TK, TV};
         static const char *const names[3] = {"dQ", "dK", "dV"};
-        printf("backward: model %s, preset %s, P %s, %s, backend %s\n", mxfa_model_name(p->model),
-               mxfa_preset_name(p->preset), mxfa_p_scale_name(p->p_scale),
+        mxfa_metrics m[3];
+        printf("backward against the float64 truth: model %s, preset %s, P %s, %s, backend %s\n",
+               mxfa_model_name(p->model), mxfa_preset_name(p->preset), mxfa_p_scale_name(p->p_scale),
                p->causal == MXFA_CAUSAL ? "causal" : p->causal == MXFA_CAUSAL_PLAIN ? "causal (plain)" : "non-causal",
                mxfa_backend_name(ctx));
-        printf("%-4s %12s %12s %10s %10s\n", "", "rel L2", "max abs", "cosine", "SQNR dB");
+        metrics_header();
         for (int i = 0; i < 3; i++) {
-            mxfa_metrics m;
-            mxfa_compare(&F[i], &R[i], &m);
-            printf("%-4s %12.4e %12.4e %10.6f %10.2f\n", names[i], m.rel_l2, m.max_abs, m.cosine, m.sqnr_db);
+            mxfa_compare(&F[i], &R[i], &m[i]);
+            metrics_row(names[i], &m[i]);
         }
+        fflush(stdout);
+        cli_warn_nonfinite_input(cmd, "Q", q->data, q->count);
+        cli_warn_nonfinite_input(cmd, "K", k->data, k->count);
+        cli_warn_nonfinite_input(cmd, "V", v->data, v->count);
+        cli_warn_nonfinite_input(cmd, "dO", dO.data, dO.count);
+        if (po) {
+            cli_warn_nonfinite_input(cmd, "O", oa.data, oa.count);
+            cli_warn_nonfinite_input(cmd, "LSE", la.data, la.count);
+        }
+        warn_no_scores(cmd, 3, names, m);
     }
     {
         const char *paths[3] = {pdq, pdk, pdv};
@@ -414,17 +445,22 @@ int cmd_attn(int argc, char **argv)
         }
         mxfa_compare(&O, &O64, &mo);
         mxfa_compare(&L, &L64, &ml);
-        printf("model %s, preset %s, P %s, %s, scale %g, tiles %dx%d, backend %s\n", mxfa_model_name(p.model),
+        printf("forward against the float64 truth: model %s, preset %s, P %s, %s, scale %g, tiles %dx%d, "
+               "backend %s\n", mxfa_model_name(p.model),
                mxfa_preset_name(p.preset), mxfa_p_scale_name(p.p_scale),
                p.causal == MXFA_CAUSAL ? "causal" : p.causal == MXFA_CAUSAL_PLAIN ? "causal (plain)" : "non-causal",
                p.softmax_scale > 0 ? p.softmax_scale : 1.0 / sqrt((double)d), p.block_m, p.block_n,
                mxfa_backend_name(ctx));
-        printf("%-4s %12s %12s %10s %10s\n", "", "rel L2", "max abs", "cosine", "SQNR dB");
-        printf("%-4s %12.4e %12.4e %10.6f %10.2f\n", "O", mo.rel_l2, mo.max_abs, mo.cosine, mo.sqnr_db);
-        printf("%-4s %12.4e %12.4e %10.6f %10.2f\n", "LSE", ml.rel_l2, ml.max_abs, ml.cosine, ml.sqnr_db);
-        if (mo.mismatched_nonfinite || ml.mismatched_nonfinite)
-            printf("non-finite results differing from the truth: O %lld, LSE %lld\n",
-                   (long long)mo.mismatched_nonfinite, (long long)ml.mismatched_nonfinite);
+        metrics_header();
+        metrics_row("O", &mo);
+        metrics_row("LSE", &ml);
+        fflush(stdout);
+        cli_warn_nonfinite_input(cmd, "Q", q.data, q.count);
+        cli_warn_nonfinite_input(cmd, "K", k.data, k.count);
+        cli_warn_nonfinite_input(cmd, "V", v.data, v.count);
+        static const char *const names[2] = {"O", "LSE"};
+        const mxfa_metrics m[2] = {mo, ml};
+        warn_no_scores(cmd, 2, names, m);
     }
     /* write O (and LSE) atomically, both or neither */
     {
