@@ -35,6 +35,16 @@ int cli_open(const char *cmd, const char *backend, mxfa_ctx **ctx);
 int cli_read_npy(const char *cmd, const char *what, const char *path, npy_dtype dtype, int ndim,
                  const int64_t *shape, npy_array *a);
 
+/*
+ * The offsets of a jagged batch, from --cu-seqlens-q and --cu-seqlens-k:
+ * each a list like "0,37,100" or a 1-D int32/int64 .npy file, with as
+ * many offsets each. Returns 0 with *cuq and *cuk malloc'ed and *batch
+ * their length less one; else an exit status (usage for a malformed list)
+ * with *cuq and *cuk NULL.
+ */
+int cli_read_cu_seqlens(const char *cmd, const char *qarg, const char *karg, int32_t **cuq, int32_t **cuk,
+                        int *batch);
+
 /* A standard normal sample (Box-Muller on two halves of a splitmix64
  * step of *state): the synthetic data of bench and study. */
 double cli_gauss(uint64_t *state);

@@ -1,6 +1,5 @@
 /* mxfa attn: MXFP8 attention forward on .npy files, with the error against
  * the float64 truth on request. */
-#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -69,69 +68,6 @@ static const struct option options[] = {
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
-
-/* cu_seqlens from "0,37,100" or from a 1-D int32/int64 .npy file; returns 0
- * or an exit status; *out is malloc'ed, *n its length. */
-static int read_cu(const char *cmd, const char *what, const char *arg, int32_t **out, int *n)
-{
-    int looks_list = 1;
-    for (const char *c = arg; *c; c++)
-        looks_list &= isdigit((unsigned char)*c) || *c == ',' || *c == ' ';
-    if (looks_list && *arg) {
-        int cap = 1;
-        for (const char *c = arg; *c; c++)
-            cap += *c == ',';
-        int32_t *v = malloc((size_t)cap * sizeof *v);
-        if (!v)
-            return cli_error(cmd, "out of memory");
-        int k = 0;
-        const char *p = arg;
-        while (*p) {
-            char *end;
-            errno = 0;
-            long x = strtol(p, &end, 10);
-            if (end == p || errno || x < 0 || x > INT32_MAX) {
-                free(v);
-                return cli_usage(cmd, "%s: '%s' is not a list of non-negative offsets", what, arg);
-            }
-            v[k++] = (int32_t)x;
-            p = end;
-            while (*p == ' ' || *p == ',')
-                p++;
-        }
-        *out = v;
-        *n = k;
-        return 0;
-    }
-    if (strchr(arg, ','))
-        return cli_usage(cmd, "%s: '%s' is not a list of non-negative offsets", what, arg);
-    npy_array a;
-    char err[PATH_MAX + 256];
-    if (npy_read(arg, &a, err, sizeof err) != MXFA_OK)
-        return cli_error(cmd, "%s", err);
-    if (a.ndim != 1 || (a.dtype != NPY_I32 && a.dtype != NPY_I64) || a.count < 2 || a.count > INT32_MAX) {
-        npy_free(&a);
-        return cli_error(cmd, "%s: %s must be a 1-D int32 or int64 array of at least 2 offsets", arg, what);
-    }
-    int32_t *v = malloc((size_t)a.count * sizeof *v);
-    if (!v) {
-        npy_free(&a);
-        return cli_error(cmd, "out of memory");
-    }
-    for (int64_t i = 0; i < a.count; i++) {
-        int64_t x = a.dtype == NPY_I32 ? ((int32_t *)a.data)[i] : ((int64_t *)a.data)[i];
-        if (x < 0 || x > INT32_MAX) {
-            free(v);
-            npy_free(&a);
-            return cli_error(cmd, "%s: offset %lld of %s is out of range", arg, (long long)x, what);
-        }
-        v[i] = (int32_t)x;
-    }
-    *out = v;
-    *n = (int)a.count;
-    npy_free(&a);
-    return 0;
-}
 
 static int parse_int(const char *cmd, const char *opt, const char *s, int *out)
 {
@@ -384,7 +320,7 @@ int cmd_attn(int argc, char **argv)
 
     npy_array q = {0}, k = {0}, v = {0};
     int32_t *cuq = NULL, *cuk = NULL;
-    int nq = 0, nk = 0;
+    int batch = 1;
     mxfa_ctx *ctx = NULL;
     float *o = NULL, *lse = NULL;
     uint16_t *obf = NULL;
@@ -393,19 +329,13 @@ int cmd_attn(int argc, char **argv)
         (rc = cli_read_npy(cmd, "K [tokens, heads, D]", pk, NPY_F32, 3, NULL, &k)) ||
         (rc = cli_read_npy(cmd, "V [tokens, heads, D]", pv, NPY_F32, 3, NULL, &v)))
         goto done;
-    if (cuq_arg && ((rc = read_cu(cmd, "--cu-seqlens-q", cuq_arg, &cuq, &nq)) ||
-                    (rc = read_cu(cmd, "--cu-seqlens-k", cuk_arg, &cuk, &nk))))
+    if (cuq_arg && (rc = cli_read_cu_seqlens(cmd, cuq_arg, cuk_arg, &cuq, &cuk, &batch)))
         goto done;
-    if (cuq && nq != nk) {
-        rc = cli_error(cmd, "--cu-seqlens-q has %d offsets and --cu-seqlens-k %d: the batch sizes differ", nq, nk);
-        goto done;
-    }
     if ((rc = cli_open(cmd, backend, &ctx)))
         goto done;
     int64_t tq = q.shape[0], hq = q.shape[1], d = q.shape[2];
     if (backward) {
-        rc = attn_backward(cmd, ctx, &p, &q, &k, &v, cuq, cuk, cuq ? nq - 1 : 1, pdo, po, plse, pdq, pdk, pdv, out_bf16,
-                           compare);
+        rc = attn_backward(cmd, ctx, &p, &q, &k, &v, cuq, cuk, batch, pdo, po, plse, pdq, pdk, pdv, out_bf16, compare);
         goto done;
     }
     o = malloc((size_t)q.count * sizeof *o);
@@ -421,7 +351,6 @@ int cmd_attn(int argc, char **argv)
     mxfa_tensor O = {out_bf16 ? (void *)obf : (void *)o, out_bf16 ? MXFA_BF16 : MXFA_F32, MXFA_MEM_HOST, 3,
                      {tq, hq, d}, {0}};
     mxfa_tensor L = {lse, MXFA_F32, MXFA_MEM_HOST, 2, {tq, hq}, {0}};
-    int batch = cuq ? nq - 1 : 1;
     if (mxfa_attn_fwd(ctx, &p, &Q, &K, &V, cuq, cuk, batch, &O, &L) != MXFA_OK) {
         rc = cli_error(cmd, "%s", mxfa_last_error(ctx));
         goto done;
