@@ -63,10 +63,17 @@ static mxfa_status compare_in_env(const mxfa_tensor *out, const mxfa_tensor *ref
         if (dim < 0)
             break;
     }
-    m->rel_l2 = ref2 > 0 ? sqrt(err2 / ref2) : (err2 > 0 ? INFINITY : 0.0);
-    m->max_abs = maxabs;
-    m->cosine = ref2 > 0 && out2 > 0 ? dot / sqrt(ref2 * out2) : (ref2 == out2 ? 1.0 : 0.0);
-    m->sqnr_db = err2 > 0 ? 10.0 * log10(ref2 / err2) : INFINITY;
+    if (bad > 0 || count == 0) {
+        /* A NaN or Inf where the reference differs is an unbounded error,
+         * and nothing finite is no measurement: no score, rather than the
+         * finite rest's (which would read as exact when nothing is left). */
+        m->rel_l2 = m->max_abs = m->cosine = m->sqnr_db = NAN;
+    } else {
+        m->rel_l2 = ref2 > 0 ? sqrt(err2 / ref2) : (err2 > 0 ? INFINITY : 0.0);
+        m->max_abs = maxabs;
+        m->cosine = ref2 > 0 && out2 > 0 ? dot / sqrt(ref2 * out2) : (ref2 == out2 ? 1.0 : 0.0);
+        m->sqnr_db = err2 > 0 ? 10.0 * log10(ref2 / err2) : INFINITY;
+    }
     m->count = count;
     m->skipped = skipped;
     m->mismatched_nonfinite = bad;

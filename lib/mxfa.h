@@ -565,20 +565,29 @@ MXFA_API mxfa_status mxfa_attn_bwd_f64(mxfa_ctx *ctx, const mxfa_attn_params *p,
                                        const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k, int batch,
                                        mxfa_tensor *dq, mxfa_tensor *dk, mxfa_tensor *dv);
 
-/* Error metrics of a result against a reference (docs/NUMERICS.md,
- * "Accuracy against the float64 truth"). */
+/*
+ * Error metrics of a result against a reference (docs/NUMERICS.md,
+ * "Accuracy against the float64 truth"). Only pairs of values that
+ * are both finite are measured. Where some value is NaN or infinite and
+ * its counterpart differs (a NaN output where the reference is finite, for
+ * example), or where no pair is finite, the error cannot be measured:
+ * rel_l2, max_abs, cosine and sqnr_db are then NaN, never a score, and
+ * mismatched_nonfinite or count says why. A perfect score (rel_l2 0,
+ * sqnr_db +Inf) means that count > 0 pairs were measured and all are equal.
+ */
 typedef struct mxfa_metrics {
     double rel_l2;   /* |out - ref|_2 / |ref|_2 */
     double max_abs;  /* max |out - ref| */
     double cosine;   /* <out, ref> / (|out| |ref|) */
     double sqnr_db;  /* 10 log10(|ref|^2 / |out - ref|^2) */
-    int64_t count;   /* elements compared (both finite) */
-    int64_t skipped; /* pairs equal and not finite (for example -Inf LSE of empty rows) */
-    int64_t mismatched_nonfinite; /* pairs where one side is not finite and they differ */
+    int64_t count;   /* pairs measured (both finite) */
+    int64_t skipped; /* pairs equal and not finite (for example -Inf LSE of empty rows): not measured, not an error */
+    int64_t mismatched_nonfinite; /* pairs that differ where either is NaN or infinite: the metrics are NaN */
 } mxfa_metrics;
 
 /* Compare out with ref: tensors of the same shape (any ndim up to 4), each
- * MXFA_F32, MXFA_BF16 or MXFA_F64, in host memory. */
+ * MXFA_F32, MXFA_BF16 or MXFA_F64, in host memory. count + skipped +
+ * mismatched_nonfinite is the number of elements. */
 MXFA_API mxfa_status mxfa_compare(const mxfa_tensor *out, const mxfa_tensor *ref, mxfa_metrics *m);
 
 #ifdef __cplusplus

@@ -111,6 +111,92 @@ static void expect_fail(const char *what, int want, const char *const *args, con
         diag("  stderr: %.*s", (int)strcspn(errtext, "\n"), errtext);
 }
 
+/* The row of `name` in a --compare-truth table: four "nan", no number
+ * (and so neither an error of 0 nor an SQNR of inf). */
+static int row_is_no_score(const char *table, const char *name)
+{
+    char head[16];
+    snprintf(head, sizeof head, "\n%s ", name);
+    const char *row = strstr(table, head);
+    if (!row)
+        return 0;
+    char line[256];
+    snprintf(line, sizeof line, "%.*s", (int)strcspn(row + 1, "\n"), row + 1);
+    int nans = 0;
+    for (const char *p = line; (p = strstr(p, "nan")); p += 3)
+        nans++;
+    return nans == 4 && !strpbrk(line + strlen(name), "0123456789") && !strstr(line, "inf");
+}
+
+/* --compare-truth where no error can be measured: Q, K and V times 1e30
+ * overflow the float32 scores, so O is NaN where the float64 truth is
+ * finite; all-NaN inputs leave nothing finite at all. Either way the run
+ * is a report (exit 0, O written), its rows are nan, and warnings count
+ * the values, which are counted here from the written O and the truth. */
+static void check_compare_nonfinite(const float *q, const float *k, const float *v)
+{
+    enum { T = 70, H = 2, D = 64, N = T * H * D };
+    static float bq[N], bk[N], bv[N];
+    static double o64[N], l64[T * H];
+    int64_t shp[3] = {T, H, D};
+    for (int i = 0; i < N; i++)
+        bq[i] = q[i] * 1e30f, bk[i] = k[i] * 1e30f, bv[i] = v[i] * 1e30f;
+    write_npy(path("bigq.npy"), NPY_F32, 3, shp, bq);
+    write_npy(path("bigk.npy"), NPY_F32, 3, shp, bk);
+    write_npy(path("bigv.npy"), NPY_F32, 3, shp, bv);
+    const char *a[] = {"attn", "--q", path("bigq.npy"), "--k", path("bigk.npy"), "--v", path("bigv.npy"), "--out",
+                       path("bigo.npy"), "--compare-truth", NULL};
+    char out[4096], err[512], want[128];
+    int rc = run(a, out, sizeof out);
+    npy_array o = {0};
+    mxfa_ctx *ctx = NULL;
+    mxfa_attn_params p;
+    mxfa_attn_params_default(&p);
+    mxfa_tensor Q = {bq, MXFA_F32, MXFA_MEM_HOST, 3, {T, H, D}, {0}}, K = Q, V = Q;
+    K.data = bk, V.data = bv;
+    mxfa_tensor O64 = {o64, MXFA_F64, MXFA_MEM_HOST, 3, {T, H, D}, {0}};
+    mxfa_tensor L64 = {l64, MXFA_F64, MXFA_MEM_HOST, 2, {T, H}, {0}};
+    long long differ = -1;
+    if (rc == 0 && npy_read(path("bigo.npy"), &o, err, sizeof err) == MXFA_OK && o.count == N &&
+        mxfa_open(&ctx, "ref") == MXFA_OK && mxfa_attn_fwd_f64(ctx, &p, &Q, &K, &V, NULL, NULL, 1, &O64, &L64) == MXFA_OK) {
+        differ = 0;
+        for (int i = 0; i < N; i++) {
+            double x = ((const float *)o.data)[i], t = o64[i];
+            differ += (!isfinite(x) || !isfinite(t)) && x != t && !(isnan(x) && isnan(t));
+        }
+    }
+    snprintf(want, sizeof want, "warning: %lld of %d values of O differ from the float64 truth", differ, N);
+    if (!ok(rc == 0 && differ > 0 && strstr(errtext, want) && strstr(errtext, "values of LSE differ") &&
+                row_is_no_score(out, "O") && row_is_no_score(out, "LSE"),
+            "attn --compare-truth, inputs x1e30: exit 0, O and LSE rows nan (no 0, no inf), "
+            "a warning that %lld of %d values of O are NaN/Inf where the truth is not", differ, N))
+        diag("exit %d, stdout:\n%s\nstderr: %s", rc, out, errtext);
+    npy_free(&o);
+    mxfa_close(ctx);
+    const char *g[] = {"attn", "--backward", "--q", path("bigq.npy"), "--k", path("bigk.npy"), "--v", path("bigv.npy"),
+                       "--do", path("bigk.npy"), "--dq", path("bdq.npy"), "--dk", path("bdk.npy"), "--dv", path("bdv.npy"),
+                       "--compare-truth", NULL};
+    rc = run(g, out, sizeof out);
+    if (!ok(rc == 0 && strstr(errtext, "values of dQ differ from the float64 truth") &&
+                strstr(errtext, "values of dV differ from the float64 truth") && row_is_no_score(out, "dQ") &&
+                row_is_no_score(out, "dK") && row_is_no_score(out, "dV"),
+            "attn --backward --compare-truth, inputs x1e30: exit 0, nan rows and a warning for each gradient"))
+        diag("exit %d, stdout:\n%s\nstderr: %s", rc, out, errtext);
+
+    for (int i = 0; i < N; i++)
+        bq[i] = NAN;
+    write_npy(path("nanq.npy"), NPY_F32, 3, shp, bq);
+    const char *b[] = {"attn", "--q", path("nanq.npy"), "--k", path("bigk.npy"), "--v", path("bigv.npy"), "--out",
+                       path("nano.npy"), "--compare-truth", NULL};
+    rc = run(b, out, sizeof out);
+    snprintf(want, sizeof want, "warning: Q holds %d NaN/Inf values of %d", N, N);
+    if (!ok(rc == 0 && exists(path("nano.npy")) && strstr(errtext, want) &&
+                strstr(errtext, "warning: no value of O is finite") && row_is_no_score(out, "O"),
+            "attn --compare-truth, an all-NaN Q: exit 0, a warning that Q holds %d NaN/Inf values and that "
+            "nothing finite is left to measure, nan rows", N))
+        diag("exit %d, stdout:\n%s\nstderr: %s", rc, out, errtext);
+}
+
 int main(void)
 {
     const char *bdir = getenv("MXFA_BUILDDIR");
@@ -257,7 +343,7 @@ int main(void)
         expect_fail("gemm with an unknown model", 2, g4, path("gx.npy"));
     }
 
-    /* mxfa attn equals mxfa_attn_fwd on the same files; --compare-ideal prints the metrics */
+    /* mxfa attn equals mxfa_attn_fwd on the same files; --compare-truth prints the metrics */
     {
         enum { AT = 70, AH = 2, AD = 64 };
         static float aq[AT * AH * AD], ak[AT * AH * AD], av[AT * AH * AD], want[AT * AH * AD], wl[AT * AH];
@@ -272,7 +358,7 @@ int main(void)
         write_npy(path("av.npy"), NPY_F32, 3, shp, av);
         const char *a1[] = {"attn", "--q", path("aq.npy"), "--k", path("ak.npy"), "--v", path("av.npy"), "--out",
                             path("ao.npy"), "--lse", path("al.npy"), "--causal", "--model", "sm90-fp8",
-                            "--cu-seqlens-q", "0,30,70", "--cu-seqlens-k", "0,40,70", "--compare-ideal", NULL};
+                            "--cu-seqlens-q", "0,30,70", "--cu-seqlens-k", "0,40,70", "--compare-truth", NULL};
         char out[4096];
         int rc = run(a1, out, sizeof out);
         mxfa_ctx *ctx = NULL;
@@ -296,8 +382,16 @@ int main(void)
                    memcmp(l.data, wl, sizeof wl) == 0;
         if (!ok(good, "mxfa attn (jagged, causal, sm90-fp8) writes the bits of mxfa_attn_fwd"))
             diag("exit %d: %s", rc, errtext);
-        ok(rc == 0 && strstr(out, "rel L2") && strstr(out, "SQNR") && strstr(out, "LSE"),
-           "mxfa attn --compare-ideal prints the error metrics of O and LSE");
+        ok(rc == 0 && strstr(out, "rel L2") && strstr(out, "SQNR") && strstr(out, "LSE") &&
+               strstr(out, "against the float64 truth") && !strstr(out, "nan") && !errtext[0],
+           "mxfa attn --compare-truth prints the error metrics of O and LSE against the truth, no warning");
+        {
+            char old_name[4096];
+            a1[sizeof a1 / sizeof a1[0] - 2] = "--compare-ideal"; /* in place of the last option */
+            ok(run(a1, old_name, sizeof old_name) == 0 && !strcmp(old_name, out),
+               "--compare-ideal, its older name, prints the same table");
+        }
+        check_compare_nonfinite(aq, ak, av);
         npy_free(&o);
         npy_free(&l);
         mxfa_close(ctx);

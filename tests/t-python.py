@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import warnings
 
 import numpy as np
 
@@ -267,6 +268,36 @@ dqt, dkt, dvt = mxfa.attn_bwd_truth(Q, K, V, G, cq, ck)
 errs = [mxfa.compare(a, t)["rel_l2"] for a, t in ((dq, dqt), (dk, dkt), (dv, dvt))]
 ok(all(0.01 < e < 0.3 for e in errs), "attn_bwd against attn_bwd_truth: %.4f %.4f %.4f" % tuple(errs))
 ok(mxfa.compare(o, o)["rel_l2"] == 0.0 and mxfa.compare(o, o)["cosine"] == 1.0, "compare(x, x): no error")
+
+
+def compare_warned(out, ref):
+    """compare(out, ref) and the RuntimeWarnings it gave."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m = mxfa.compare(out, ref)
+    return m, [w for w in caught if issubclass(w.category, RuntimeWarning)]
+
+
+def no_score(m):
+    return not m["measured"] and all(np.isnan(m[k]) for k in ("rel_l2", "max_abs", "cosine", "sqnr_db"))
+
+
+m, w = compare_warned(o, ot)
+ok(m["measured"] and not w, "compare of finite results: measured, no warning")
+# inputs times 1e30 overflow the float32 scores: O is NaN where the float64 truth is finite
+big = [x * np.float32(1e30) for x in (Q, K, V)]
+ob, _ = mxfa.attn_fwd(*big, cq, ck, backend="cpu")
+obt, _ = mxfa.attn_fwd_truth(*big, cq, ck)
+want = int(np.sum(~np.isfinite(ob) & np.isfinite(obt)))
+m, w = compare_warned(ob, obt)
+ok(want > 0 and no_score(m) and m["mismatched_nonfinite"] == want and m["count"] == ob.size - want and len(w) == 1
+   and ("%d of %d values" % (want, ob.size)) in str(w[0].message),
+   "compare, inputs x1e30: %d of %d values NaN/Inf where the truth is finite, counted; metrics nan, measured False, "
+   "a RuntimeWarning" % (want, ob.size))
+nan = np.full((4, 3), np.nan, np.float32)
+m, w = compare_warned(nan, nan.astype(np.float64))
+ok(no_score(m) and m["count"] == 0 and m["skipped"] == 12 and len(w) == 1,
+   "compare of all-NaN against all-NaN: nothing measured, no perfect score, a RuntimeWarning")
 
 # ---- arguments: copies, dtypes, errors
 

@@ -18,7 +18,7 @@
 #include "npy.h"
 #include "tap.h"
 
-static char mxfa_bin[1024], dir[1024], errtext[4096], outtext[1 << 17];
+static char mxfa_bin[1024], dir[1024], errtext[1 << 15], outtext[1 << 17];
 
 /* Run mxfa with args (NULL-terminated): exit status; stderr in errtext,
  * stdout in outtext. */
@@ -233,9 +233,12 @@ static int xml_well_formed(const char *s, char *why, size_t whylen)
 
 /* ---- the CSV ---- */
 
-enum { NCOLS = 19 };
-static const char csv_header[] = "section,data,seqlen,heads,dim,outlier,model,preset,p_scale,causal,tensor,rel_l2,"
-                                 "cosine,sqnr_db,max_abs,count,ideal_rel_l2,ideal_sqnr_db,ideal_max_abs";
+/* The columns of results.csv, as docs/STUDY.md lists them. */
+enum { C_SECTION, C_DATA, C_BATCH, C_SEQLEN, C_HEADS, C_DIM, C_OUTLIER, C_MODEL, C_PRESET, C_PSCALE, C_CAUSAL,
+       C_TENSOR, C_REL, C_COS, C_SQNR, C_MAXABS, C_COUNT, C_NONFINITE, C_VI_REL, C_VI_SQNR, C_VI_MAXABS, NCOLS };
+static const char csv_header[] = "section,data,batch,seqlen,heads,dim,outlier,model,preset,p_scale,causal,tensor,"
+                                 "rel_l2,cosine,sqnr_db,max_abs,count,nonfinite,vs_ideal_rel_l2,vs_ideal_sqnr_db,"
+                                 "vs_ideal_max_abs";
 
 typedef struct csv_row {
     char f[NCOLS][48];
@@ -267,11 +270,11 @@ static int csv_parse(char *s, csv_row **rows, char *why, size_t whylen)
         }
         if (k != NCOLS - 1)
             return snprintf(why, whylen, "row %d has %d fields", n + 1, k + 1), -1;
-        /* numbers where numbers belong (columns 2-5 and 11-18; 16-18 may be empty) */
+        /* numbers where numbers belong; the vs_ideal columns may be empty */
         for (int c = 0; c < NCOLS; c++) {
-            if (!((c >= 2 && c <= 5) || c >= 11))
+            if (!((c >= C_BATCH && c <= C_OUTLIER) || c >= C_REL))
                 continue;
-            if (c >= 16 && !r->f[c][0])
+            if (c >= C_VI_REL && !r->f[c][0])
                 continue;
             char *end;
             strtod(r->f[c], &end);
@@ -317,6 +320,36 @@ static void slow_attention(const float *q, const float *k, const float *v, int64
     free(w);
 }
 
+/* Slow causal attention in float64, one head, one sequence of sq queries
+ * and sk keys, bottom-right aligned (query i sees keys up to i + sk - sq;
+ * a query that sees none gives 0). Row stride ld floats. */
+static void slow_causal(const float *q, const float *k, const float *v, int64_t sq, int64_t sk, int64_t d,
+                        int64_t ld, double *o)
+{
+    double *w = malloc((size_t)sk * sizeof *w), scale = 1.0 / sqrt((double)d);
+    for (int64_t i = 0; i < sq; i++) {
+        int64_t seen = i + sk - sq + 1;
+        seen = seen < 0 ? 0 : seen > sk ? sk : seen;
+        double m = -INFINITY, l = 0;
+        for (int64_t j = 0; j < seen; j++) {
+            double x = 0;
+            for (int64_t e = 0; e < d; e++)
+                x += (double)q[i * ld + e] * k[j * ld + e];
+            w[j] = x * scale;
+            m = w[j] > m ? w[j] : m;
+        }
+        for (int64_t j = 0; j < seen; j++)
+            l += (w[j] = exp(w[j] - m));
+        for (int64_t e = 0; e < d; e++) {
+            double acc = 0;
+            for (int64_t j = 0; j < seen; j++)
+                acc += w[j] * v[j * ld + e];
+            o[i * d + e] = seen ? acc / l : 0;
+        }
+    }
+    free(w);
+}
+
 static float *gaussian(int64_t n, uint64_t seed)
 {
     float *x = malloc((size_t)n * sizeof *x);
@@ -327,6 +360,113 @@ static float *gaussian(int64_t n, uint64_t seed)
         x[i] = (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * w));
     }
     return x;
+}
+
+/* ---- the progress counter and the plots ---- */
+
+/* The quick demo's progress on stderr (not a terminal: one line a step,
+ * "[n/N ...] label"): N is what the demo runs (counted here from its
+ * design: 2 lengths x 4 models, 4 outlier sizes x 4 models, 3 kinds of
+ * data x 2 models x 2 P scalings, 4 presets, 2 causal-leak checks), n
+ * counts 1 to N, and every step on K outliers names the magnitude. */
+static void check_progress(const char *err)
+{
+    const int want = 2 * 4 + 4 * 4 + 3 * 2 * 2 + 4 + 2;
+    int steps = 0, total_ok = 1, labels_ok = 1, outlier_steps = 0;
+    for (const char *line = err; *line; line += strcspn(line, "\n") + (line[strcspn(line, "\n")] != 0)) {
+        int n, total, len = 0;
+        if (sscanf(line, "[%d/%d %*[^]]]%n", &n, &total, &len) != 2 || len == 0)
+            continue;
+        total_ok &= n == ++steps && total == want;
+        const char *k = strstr(line, "k-outliers");
+        if (k && k < line + strcspn(line, "\n")) {
+            double x = 0;
+            outlier_steps++;
+            labels_ok &= sscanf(k, "k-outliers x%lf ", &x) == 1 && (x == 1 || x == 4 || x == 16 || x == 64);
+        }
+    }
+    char summary[64];
+    snprintf(summary, sizeof summary, "%d steps in ", want);
+    if (!ok(steps == want && total_ok && strstr(err, summary),
+            "progress: [n/%d] counts every one of the %d steps the demo runs (%d lines), and so does the summary",
+            want, want, steps))
+        diag("%s", err);
+    ok(labels_ok && outlier_steps == 4 * 4 + 2 * 2,
+       "progress: each of the %d steps on K outliers names its magnitude (x1, x4, x16 or x64)", outlier_steps);
+}
+
+/* The value of attribute `name` in the element at e, in buf ("" if none). */
+static const char *attr(const char *e, const char *name, char *buf, size_t len)
+{
+    const char *end = strchr(e, '>');
+    char key[32];
+    snprintf(key, sizeof key, " %s=\"", name);
+    const char *a = strstr(e, key);
+    buf[0] = '\0';
+    if (a && end && a < end) {
+        a += strlen(key);
+        snprintf(buf, len, "%.*s", (int)strcspn(a, "\""), a);
+    }
+    return buf;
+}
+
+/* In every panel (a <g> element) of an SVG, no two series of different
+ * colors share a dash pattern, so that a series that coincides with
+ * another still shows; -1 if one does, else the number of panels. */
+static int panels_with_own_dashes(const char *svg)
+{
+    int panels = 0;
+    for (const char *g = strstr(svg, "<g "); g; g = strstr(g + 1, "<g ")) {
+        const char *end = strstr(g, "</g>");
+        char color[16][32], dash[16][32];
+        int n = 0;
+        for (const char *l = strstr(g, "<polyline"); l && l < end && n < 16; l = strstr(l + 1, "<polyline")) {
+            char c[32], d[32];
+            attr(l, "stroke", c, sizeof c);
+            attr(l, "stroke-dasharray", d, sizeof d);
+            int seen = 0;
+            for (int i = 0; i < n; i++) {
+                if (!strcmp(color[i], c) && strcmp(dash[i], d))
+                    return -1; /* one series drawn two ways */
+                if (strcmp(color[i], c) && !strcmp(dash[i], d))
+                    return -1;
+                seen |= !strcmp(color[i], c);
+            }
+            if (!seen) {
+                snprintf(color[n], sizeof color[n], "%s", c);
+                snprintf(dash[n++], sizeof dash[0], "%s", d);
+            }
+        }
+        panels++;
+    }
+    return panels;
+}
+
+/* The demo's plots: every series keeps its own dash pattern, and in the
+ * sweep charts LSE, some 30 dB more accurate than the rest, has its own
+ * panel, away from O, dQ, dK and dV. */
+static void check_styles(const char *out)
+{
+    static const char *const svgs[] = {"error_vs_seqlen.svg", "error_vs_outlier.svg", "error_histogram.svg"};
+    static const int want_panels[] = {3, 3, 1};
+    for (int i = 0; i < 3; i++) {
+        char p[1200];
+        snprintf(p, sizeof p, "%s/%s", out, svgs[i]);
+        char *s = slurp(p, NULL);
+        int panels = s ? panels_with_own_dashes(s) : -1;
+        ok(panels == want_panels[i], "%s: panels %d, in each every series with a dash pattern of its own", svgs[i],
+           panels);
+        if (i < 2) {
+            const char *second = s ? strstr(strstr(s, "<g ") + 1, "<g ") : NULL;
+            size_t first_len = second ? (size_t)(second - strstr(s, "<g ")) : 0;
+            char *first = first_len ? strndup(strstr(s, "<g "), first_len) : NULL;
+            ok(first && strstr(first, ">O</text>") && strstr(first, ">dQ</text>") && strstr(first, ">dV</text>") &&
+                   !strstr(first, "LSE") && strstr(second, ">LSE against float64</text>"),
+               "%s: O, dQ, dK and dV share the first panel, LSE has the next", svgs[i]);
+            free(first);
+        }
+        free(s);
+    }
 }
 
 static void check_demo(void)
@@ -350,6 +490,8 @@ static void check_demo(void)
             diag("%s", why);
         free(s);
     }
+    check_progress(errtext);
+    check_styles(out);
     /* the checker itself rejects what it must */
     char why[200];
     static const char *const bad_xml[] = {
@@ -376,15 +518,19 @@ static void check_demo(void)
         diag("%s", why2);
     int ranges = 1, ideal_cols = 1;
     for (int i = 0; i < n; i++) {
-        double rel = atof(rows[i].f[11]), cosine = atof(rows[i].f[12]), sqnr = atof(rows[i].f[13]);
-        ranges &= rel >= 0 && cosine >= -1 && cosine <= 1 && atof(rows[i].f[14]) >= 0 && atoll(rows[i].f[15]) > 0;
+        const csv_row *r = &rows[i];
+        double rel = atof(r->f[C_REL]), cosine = atof(r->f[C_COS]), sqnr = atof(r->f[C_SQNR]);
+        ranges &= rel >= 0 && cosine >= -1 && cosine <= 1 && atof(r->f[C_MAXABS]) >= 0 && atoll(r->f[C_COUNT]) > 0;
         /* SQNR and relative L2 are two views of one number */
         ranges &= fabs(sqnr + 20 * log10(rel)) < 1e-3 * (fabs(sqnr) + 1);
-        int is_ideal = !strcmp(rows[i].f[6], "ideal"), has = rows[i].f[16][0] != '\0';
-        if (!strcmp(rows[i].f[0], "seqlen") || !strcmp(rows[i].f[0], "outlier"))
+        /* finite data: every value measured */
+        ranges &= !strcmp(r->f[C_NONFINITE], "0") && !strcmp(r->f[C_BATCH], "1");
+        int is_ideal = !strcmp(r->f[C_MODEL], "ideal"), has = r->f[C_VI_REL][0] != '\0';
+        if (!strcmp(r->f[C_SECTION], "seqlen") || !strcmp(r->f[C_SECTION], "outlier"))
             ideal_cols &= is_ideal ? !has : has;
     }
-    ok(ranges, "every metric in range: rel_l2 >= 0, |cosine| <= 1, max_abs >= 0, SQNR = -20 log10(rel_l2)");
+    ok(ranges, "every metric in range: rel_l2 >= 0, |cosine| <= 1, max_abs >= 0, SQNR = -20 log10(rel_l2), "
+               "no NaN/Inf value, batch 1");
     ok(ideal_cols, "the sweeps give every model but ideal its difference from ideal, and ideal none");
     free(rows);
     free(csv);
@@ -413,7 +559,7 @@ static void check_user(void)
     const char *args[] = {"study", "--q", path("q.npy"), "--k", path("k.npy"), "--v", path("v.npy"), "--models",
                           "sm100", "--out", out, NULL};
     int rc = run(args);
-    if (!ok(rc == 0 && entries(out) == 2, "study on user tensors: exit 0, results.csv and the histogram"))
+    if (!ok(rc == 0 && entries(out) == 3, "study on user tensors: exit 0, results.csv and two plots"))
         diag("exit %d, stderr: %s", rc, errtext);
     /* sm100's O from `mxfa attn`, measured here against float64 */
     const char *attn[] = {"attn", "--q", path("q.npy"), "--k", path("k.npy"), "--v", path("v.npy"), "--out",
@@ -441,13 +587,194 @@ static void check_user(void)
     int n = csv ? csv_parse(csv, &rows, why, sizeof why) : -1;
     double got = NAN;
     for (int i = 0; i < n; i++)
-        if (!strcmp(rows[i].f[6], "sm100") && !strcmp(rows[i].f[8], "const") && !strcmp(rows[i].f[10], "O"))
-            got = atof(rows[i].f[11]);
+        if (!strcmp(rows[i].f[C_MODEL], "sm100") && !strcmp(rows[i].f[C_PSCALE], "const") &&
+            !strcmp(rows[i].f[C_TENSOR], "O"))
+            got = atof(rows[i].f[C_REL]);
     if (!ok(n == 10 && fabs(got - rel) <= 1e-6 * rel,
             "the study's O error (rel L2 %.9g) is the one measured here against a slow float64 attention (%.9g)",
             got, rel))
         diag("%d rows (%s)", n, why);
     free(rows), free(csv), free(q), free(k), free(v);
+}
+
+/* The number in the column of `name` (O, LSE, dQ, dK, dV) of the findings
+ * table row that starts with preset and model, within the text from `from`;
+ * NAN if there is none. */
+static double findings_cell(const char *from, const char *preset, const char *model, const char *name)
+{
+    static const char *const names[5] = {"O", "LSE", "dQ", "dK", "dV"};
+    char row[64];
+    snprintf(row, sizeof row, "\n  %-13s %-9s", preset, model);
+    const char *r = from ? strstr(from, row) : NULL;
+    double v[5];
+    if (!r || sscanf(r + strlen(row), "%lf %lf %lf %lf %lf", &v[0], &v[1], &v[2], &v[3], &v[4]) != 5)
+        return NAN;
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(names[i], name))
+            return v[i];
+    return NAN;
+}
+
+/* A packed batch of two causal sequences (Q 37 and 63 tokens, K and V 60
+ * and 70), two presets and two models: the offsets as a list and as a
+ * .npy, a row per preset, P scaling, model and output, O's error equal to
+ * the one measured here against a slow causal attention per sequence, the
+ * findings' numbers those of the CSV, and the causal leak found in the
+ * second sequence (the first has no query that sees no changed key). */
+static void check_user_batch(void)
+{
+    enum { TQ = 100, TK = 130, D = 64 };
+    const int64_t qshape[3] = {TQ, 1, D}, kshape[3] = {TK, 1, D}, cq[3] = {0, 37, 100}, ck[3] = {0, 60, 130};
+    float *q = gaussian(TQ * D, 21), *k = gaussian(TK * D, 22), *v = gaussian(TK * D, 23);
+    write_npy(path("bq.npy"), 3, qshape, q);
+    write_npy(path("bk.npy"), 3, kshape, k);
+    write_npy(path("bv.npy"), 3, kshape, v);
+    char tmp[1200], err[256];
+    int64_t three = 3;
+    if (npy_write_temp(path("cuk.npy"), NPY_I64, 1, &three, ck, tmp, sizeof tmp, err, sizeof err) != MXFA_OK ||
+        npy_commit(tmp, path("cuk.npy"), err, sizeof err) != MXFA_OK)
+        printf("Bail out! %s\n", err);
+    const char *out = path("batch");
+    const char *args[] = {"study", "--q", path("bq.npy"), "--k", path("bk.npy"), "--v", path("bv.npy"),
+                          "--cu-seqlens-q", "0,37,100", "--cu-seqlens-k", path("cuk.npy"), "--presets", "ocp,rceil",
+                          "--models", "sm100,ideal", "--causal", "--out", out, NULL};
+    int rc = run(args);
+    if (!ok(rc == 0 && entries(out) == 3, "study on a packed causal batch, two presets, two models: exit 0, 3 files"))
+        diag("exit %d, stderr: %s", rc, errtext);
+    /* sm100's O under ocp from `mxfa attn`, measured here */
+    const char *attn[] = {"attn", "--q", path("bq.npy"), "--k", path("bk.npy"), "--v", path("bv.npy"), "--out",
+                          path("bo.npy"), "--model", "sm100", "--preset", "ocp", "--causal", "--cu-seqlens-q",
+                          "0,37,100", "--cu-seqlens-k", "0,60,130", NULL};
+    char *findings = strdup(outtext);
+    npy_array o = {0};
+    double rel = NAN;
+    if (run(attn) == 0 && npy_read(path("bo.npy"), &o, err, sizeof err) == MXFA_OK) {
+        double *truth = malloc((size_t)(TQ * D) * sizeof *truth), num = 0, den = 0;
+        for (int b = 0; b < 2; b++)
+            slow_causal(q + cq[b] * D, k + ck[b] * D, v + ck[b] * D, cq[b + 1] - cq[b], ck[b + 1] - ck[b], D, D,
+                        truth + cq[b] * D);
+        for (int64_t i = 0; i < TQ * D; i++) {
+            double e = ((float *)o.data)[i] - truth[i];
+            num += e * e;
+            den += truth[i] * truth[i];
+        }
+        rel = sqrt(num / den);
+        free(truth);
+        npy_free(&o);
+    }
+    char p[1200];
+    snprintf(p, sizeof p, "%s/results.csv", out);
+    char *csv = slurp(p, NULL), why[200] = "missing";
+    csv_row *rows = NULL;
+    int n = csv ? csv_parse(csv, &rows, why, sizeof why) : -1, shape = n == 2 * 2 * 2 * 5;
+    double got = NAN, sqnr = NAN;
+    for (int i = 0; i < n; i++) {
+        const csv_row *r = &rows[i];
+        shape &= !strcmp(r->f[C_BATCH], "2") && !strcmp(r->f[C_SEQLEN], "100") && !strcmp(r->f[C_CAUSAL], "causal");
+        if (!strcmp(r->f[C_MODEL], "sm100") && !strcmp(r->f[C_PRESET], "ocp") && !strcmp(r->f[C_PSCALE], "const") &&
+            !strcmp(r->f[C_TENSOR], "O"))
+            got = atof(r->f[C_REL]), sqnr = atof(r->f[C_SQNR]);
+    }
+    if (!ok(shape, "results.csv: 40 rows (2 presets x 2 P x 2 models x 5 outputs), batch 2, 100 tokens, causal"))
+        diag("%d rows (%s)", n, why);
+    ok(fabs(got - rel) <= 1e-6 * rel,
+       "the study's O error under ocp (rel L2 %.9g) is the one measured here against a slow causal attention per "
+       "sequence (%.9g)", got, rel);
+    const char *f = strstr(findings, "== findings");
+    double cell = findings_cell(f, "ocp", "sm100", "O");
+    ok(fabs(cell - sqnr) < 0.006 && !isnan(findings_cell(f, "rceil", "ideal", "dV")),
+       "findings: the SQNR table has every preset and model, O under ocp and sm100 %.2f dB as in the CSV (%.4f)",
+       cell, sqnr);
+    const char *arith = f ? strstr(f, "each model's arithmetic alone") : NULL;
+    ok(arith && !isnan(findings_cell(arith, "rceil", "sm100", "dQ")) && isnan(findings_cell(arith, "rceil", "ideal", "dQ")),
+       "findings: each model's arithmetic against ideal, per preset (sm100; ideal not against itself)");
+    ok(f && strstr(f, "P scaling, const -> dynamic") && strstr(f, "\n  ocp           ideal "),
+       "findings: const against dynamic P for every preset and model");
+    const char *leak = f ? strstr(f, "causal leak (V x1024 from mid-sequence on in each of the 2 sequences") : NULL;
+    long plain = -1, rows_before = -1, leak_free = -1;
+    if (leak)
+        sscanf(strstr(leak, "plain causal moved O at "), "plain causal moved O at %ld of the %ld", &plain,
+               &rows_before);
+    if (leak && strstr(leak, "leak-free causal moved "))
+        leak_free = atol(strstr(leak, "leak-free causal moved ") + strlen("leak-free causal moved "));
+    /* sequence 2: 63 queries, 70 keys, V changed from key 48: queries 0-40 see none, 25-40 share its block */
+    ok(plain == 16 && rows_before == 41 && leak_free == 0,
+       "findings: the causal leak of the packed batch: plain moves %ld of %ld earlier rows (16 of 41), leak-free %ld",
+       plain, rows_before, leak_free);
+    free(findings), free(rows), free(csv), free(q), free(k), free(v);
+}
+
+/* Results that cannot be measured: Q, K and V times 1e30 overflow the
+ * float32 scores (outputs NaN where the float64 truth is finite), an
+ * all-NaN Q makes everything NaN. The study reports (exit 0) but never a
+ * score: nan in the CSV with the count in its nonfinite column, the
+ * configuration flagged in the findings, and a warning. */
+static void check_user_nonfinite(void)
+{
+    enum { S = 64, D = 64, N = S * D };
+    const int64_t shape[3] = {S, 1, D};
+    float *x[3];
+    for (int i = 0; i < 3; i++) {
+        x[i] = gaussian(N, 31 + i);
+        for (int j = 0; j < N; j++)
+            x[i][j] *= 1e30f;
+    }
+    write_npy(path("hq.npy"), 3, shape, x[0]);
+    write_npy(path("hk.npy"), 3, shape, x[1]);
+    write_npy(path("hv.npy"), 3, shape, x[2]);
+    const char *out = path("huge");
+    const char *args[] = {"study", "--q", path("hq.npy"), "--k", path("hk.npy"), "--v", path("hv.npy"), "--models",
+                          "sm100", "--out", out, NULL};
+    int rc = run(args);
+    /* the NaN/Inf of sm100's O, counted here where the truth is finite */
+    const char *attn[] = {"attn", "--q", path("hq.npy"), "--k", path("hk.npy"), "--v", path("hv.npy"), "--out",
+                          path("ho.npy"), "--model", "sm100", NULL};
+    char *findings = strdup(outtext), *warn = strdup(errtext), err[256];
+    long long want = -1;
+    npy_array o = {0};
+    if (run(attn) == 0 && npy_read(path("ho.npy"), &o, err, sizeof err) == MXFA_OK) {
+        double *truth = malloc((size_t)N * sizeof *truth);
+        slow_attention(x[0], x[1], x[2], S, D, D, truth);
+        want = 0;
+        for (int i = 0; i < N; i++)
+            want += !isfinite(((float *)o.data)[i]) && isfinite(truth[i]);
+        free(truth);
+        npy_free(&o);
+    }
+    char p[1200];
+    snprintf(p, sizeof p, "%s/results.csv", out);
+    char *csv = slurp(p, NULL), why[200] = "missing";
+    csv_row *rows = NULL;
+    int n = csv ? csv_parse(csv, &rows, why, sizeof why) : -1, nan_rows = 0;
+    long long got = -1;
+    for (int i = 0; i < n; i++) {
+        const csv_row *r = &rows[i];
+        nan_rows += isnan(atof(r->f[C_REL])) && isnan(atof(r->f[C_SQNR])) && atoll(r->f[C_NONFINITE]) > 0;
+        if (!strcmp(r->f[C_PSCALE], "const") && !strcmp(r->f[C_TENSOR], "O") &&
+            atoll(r->f[C_COUNT]) + atoll(r->f[C_NONFINITE]) == N)
+            got = atoll(r->f[C_NONFINITE]);
+    }
+    if (!ok(rc == 0 && n == 10 && nan_rows == 10 && want > 0 && got == want,
+            "inputs x1e30: exit 0, every CSV row nan with its nonfinite count, O's %lld NaN/Inf values (counted "
+            "here: %lld)", got, want))
+        diag("exit %d, %d rows (%s), %d nan rows", rc, n, why, nan_rows);
+    ok(strstr(findings, "NO SCORE") && strstr(findings, "P const: O ") && strstr(warn, "warning: 2 of 2 configurations"),
+       "inputs x1e30: the findings flag both configurations (NO SCORE) and a warning says so");
+    free(findings), free(warn), free(rows), free(csv);
+
+    for (int j = 0; j < N; j++)
+        x[0][j] = NAN;
+    write_npy(path("nq.npy"), 3, shape, x[0]);
+    const char *nargs[] = {"study", "--q", path("nq.npy"), "--k", path("hk.npy"), "--v", path("hv.npy"), "--models",
+                           "sm100", "--out", path("nan"), NULL};
+    rc = run(nargs);
+    char msg[96];
+    snprintf(msg, sizeof msg, "NaN/Inf input: Q holds %d NaN/Inf values of %d", N, N);
+    ok(rc == 0 && strstr(outtext, msg) && strstr(outtext, "(nothing finite)") && strstr(errtext, "warning: Q holds"),
+       "an all-NaN Q: exit 0, the findings and a warning say that Q holds %d NaN/Inf values, nothing finite to "
+       "measure", N);
+    for (int i = 0; i < 3; i++)
+        free(x[i]);
 }
 
 static void expect_fail(const char *what, int want, const char *const *args, const char *outdir, int want_entries)
@@ -507,6 +834,21 @@ static void check_bad_input(void)
     expect_fail("--out names a file", 1, a10, keep, 1);
     const char *a11[] = {"study", "--demo", "--models", "sm100,sm99", "--out", keep, NULL};
     expect_fail("an unknown model", 2, a11, keep, 1);
+    const char *a12[] = {"study", "--q", q, "--k", q, "--v", q, "--presets", "rceil,sm100", "--out", keep, NULL};
+    expect_fail("an unknown preset", 2, a12, keep, 1);
+    const char *a13[] = {"study", "--q", q, "--k", q, "--v", q, "--cu-seqlens-q", "0,64", "--out", keep, NULL};
+    expect_fail("--cu-seqlens-q without --cu-seqlens-k", 2, a13, keep, 1);
+    const char *a14[] = {"study", "--q", q, "--k", q, "--v", q, "--cu-seqlens-q", "0,30,64", "--cu-seqlens-k", "0,64",
+                         "--out", keep, NULL};
+    expect_fail("offsets of two sequences for Q and one for K", 1, a14, keep, 1);
+    const char *a15[] = {"study", "--q", q, "--k", q, "--v", q, "--cu-seqlens-q", "0,30,65", "--cu-seqlens-k",
+                         "0,30,64", "--out", keep, NULL};
+    expect_fail("offsets past Q's 64 tokens", 1, a15, keep, 1);
+    const char *a16[] = {"study", "--q", q, "--k", q, "--v", q, "--cu-seqlens-q", "0,x", "--cu-seqlens-k", "0,64",
+                         "--out", keep, NULL};
+    expect_fail("a malformed offset list", 2, a16, keep, 1);
+    const char *a17[] = {"study", "--demo", "--quick", "--presets", "ocp", "--out", keep, NULL};
+    expect_fail("--presets with --demo", 2, a17, keep, 1);
     char *kept = slurp(path("keep/results.csv"), NULL);
     ok(kept && !strcmp(kept, "earlier\n"), "the earlier results.csv is untouched by the failed runs");
     free(kept);
@@ -525,6 +867,8 @@ int main(void)
     }
     check_demo();
     check_user();
+    check_user_batch();
+    check_user_nonfinite();
     check_bad_input();
     char cmdline[1200];
     snprintf(cmdline, sizeof cmdline, "rm -rf '%s'", dir);

@@ -1,8 +1,11 @@
+#include <ctype.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "cli.h"
@@ -27,6 +30,45 @@ int cli_error(const char *cmd, const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
     return EXIT_FAILURE;
+}
+
+void cli_warn(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "mxfa %s: warning: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+int64_t cli_count_nonfinite(const float *x, int64_t n)
+{
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        bad += !isfinite(x[i]);
+    return bad;
+}
+
+int cli_warn_nonfinite_input(const char *cmd, const char *what, const float *x, int64_t n)
+{
+    int64_t bad = cli_count_nonfinite(x, n);
+    if (bad)
+        cli_warn(cmd, "%s holds %lld NaN/Inf values of %lld: the outputs they reach are NaN too", what,
+                 (long long)bad, (long long)n);
+    return bad != 0;
+}
+
+int cli_warn_no_score(const char *cmd, const char *what, const char *against, const mxfa_metrics *m)
+{
+    long long n = (long long)(m->count + m->skipped + m->mismatched_nonfinite);
+    if (m->mismatched_nonfinite)
+        cli_warn(cmd, "%lld of %lld values of %s differ from %s and are NaN/Inf on one side or both: no error can "
+                 "be measured, its metrics are nan", (long long)m->mismatched_nonfinite, n, what, against);
+    else if (m->count == 0)
+        cli_warn(cmd, "no value of %s is finite (%lld NaN/Inf, as in %s): nothing to measure, its metrics are nan",
+                 what, n, against);
+    return m->mismatched_nonfinite || m->count == 0;
 }
 
 int cli_open(const char *cmd, const char *backend, mxfa_ctx **ctx)
@@ -83,6 +125,88 @@ int cli_read_npy(const char *cmd, const char *what, const char *path, npy_dtype 
     if (rc)
         npy_free(a);
     return rc;
+}
+
+/* cu_seqlens from "0,37,100" or from a 1-D int32/int64 .npy file; returns 0
+ * or an exit status; *out is malloc'ed, *n its length. */
+static int read_offsets(const char *cmd, const char *what, const char *arg, int32_t **out, int *n)
+{
+    int looks_list = 1;
+    for (const char *c = arg; *c; c++)
+        looks_list &= isdigit((unsigned char)*c) || *c == ',' || *c == ' ';
+    if (looks_list && *arg) {
+        int cap = 1;
+        for (const char *c = arg; *c; c++)
+            cap += *c == ',';
+        int32_t *v = malloc((size_t)cap * sizeof *v);
+        if (!v)
+            return cli_error(cmd, "out of memory");
+        int k = 0;
+        const char *p = arg;
+        while (*p) {
+            char *end;
+            errno = 0;
+            long x = strtol(p, &end, 10);
+            if (end == p || errno || x < 0 || x > INT32_MAX) {
+                free(v);
+                return cli_usage(cmd, "%s: '%s' is not a list of non-negative offsets", what, arg);
+            }
+            v[k++] = (int32_t)x;
+            p = end;
+            while (*p == ' ' || *p == ',')
+                p++;
+        }
+        *out = v;
+        *n = k;
+        return 0;
+    }
+    if (strchr(arg, ','))
+        return cli_usage(cmd, "%s: '%s' is not a list of non-negative offsets", what, arg);
+    npy_array a;
+    char err[PATH_MAX + 256];
+    if (npy_read(arg, &a, err, sizeof err) != MXFA_OK)
+        return cli_error(cmd, "%s", err);
+    if (a.ndim != 1 || (a.dtype != NPY_I32 && a.dtype != NPY_I64) || a.count < 2 || a.count > INT32_MAX) {
+        npy_free(&a);
+        return cli_error(cmd, "%s: %s must be a 1-D int32 or int64 array of at least 2 offsets", arg, what);
+    }
+    int32_t *v = malloc((size_t)a.count * sizeof *v);
+    if (!v) {
+        npy_free(&a);
+        return cli_error(cmd, "out of memory");
+    }
+    for (int64_t i = 0; i < a.count; i++) {
+        int64_t x = a.dtype == NPY_I32 ? ((int32_t *)a.data)[i] : ((int64_t *)a.data)[i];
+        if (x < 0 || x > INT32_MAX) {
+            free(v);
+            npy_free(&a);
+            return cli_error(cmd, "%s: offset %lld of %s is out of range", arg, (long long)x, what);
+        }
+        v[i] = (int32_t)x;
+    }
+    *out = v;
+    *n = (int)a.count;
+    npy_free(&a);
+    return 0;
+}
+
+int cli_read_cu_seqlens(const char *cmd, const char *qarg, const char *karg, int32_t **cuq, int32_t **cuk,
+                        int *batch)
+{
+    int nq = 0, nk = 0;
+    *cuq = *cuk = NULL;
+    int rc = read_offsets(cmd, "--cu-seqlens-q", qarg, cuq, &nq);
+    if (!rc)
+        rc = read_offsets(cmd, "--cu-seqlens-k", karg, cuk, &nk);
+    if (!rc && nq != nk)
+        rc = cli_error(cmd, "--cu-seqlens-q has %d offsets and --cu-seqlens-k %d: the batch sizes differ", nq, nk);
+    if (rc) {
+        free(*cuq), free(*cuk);
+        *cuq = *cuk = NULL;
+        return rc;
+    }
+    *batch = nq - 1;
+    return 0;
 }
 
 double cli_gauss(uint64_t *state)

@@ -12,6 +12,18 @@
 int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Print "mxfa CMD: message" to stderr; return EXIT_FAILURE. */
 int cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print "mxfa CMD: warning: message" to stderr: something the user must
+ * know about a run that still succeeds. */
+void cli_warn(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The number of NaN and infinite values among x[0 .. n-1]. */
+int64_t cli_count_nonfinite(const float *x, int64_t n);
+/* Warn when the input `what` (x[0 .. n-1]) holds NaN or Inf values, which
+ * make the outputs they reach NaN; returns whether it warned. */
+int cli_warn_nonfinite_input(const char *cmd, const char *what, const float *x, int64_t n);
+/* Warn when m, the metrics of `what` against `against`, are no score
+ * (mxfa_compare: values NaN/Inf where the reference differs, or nothing
+ * finite to measure); returns whether it warned. */
+int cli_warn_no_score(const char *cmd, const char *what, const char *against, const mxfa_metrics *m);
 /* Open a context or say why not; returns 0 or an exit status. */
 int cli_open(const char *cmd, const char *backend, mxfa_ctx **ctx);
 
@@ -22,6 +34,16 @@ int cli_open(const char *cmd, const char *backend, mxfa_ctx **ctx);
  */
 int cli_read_npy(const char *cmd, const char *what, const char *path, npy_dtype dtype, int ndim,
                  const int64_t *shape, npy_array *a);
+
+/*
+ * The offsets of a jagged batch, from --cu-seqlens-q and --cu-seqlens-k:
+ * each a list like "0,37,100" or a 1-D int32/int64 .npy file, with as
+ * many offsets each. Returns 0 with *cuq and *cuk malloc'ed and *batch
+ * their length less one; else an exit status (usage for a malformed list)
+ * with *cuq and *cuk NULL.
+ */
+int cli_read_cu_seqlens(const char *cmd, const char *qarg, const char *karg, int32_t **cuq, int32_t **cuk,
+                        int *batch);
 
 /* A standard normal sample (Box-Muller on two halves of a splitmix64
  * step of *state): the synthetic data of bench and study. */

@@ -1,6 +1,5 @@
 /* mxfa attn: MXFP8 attention forward on .npy files, with the error against
  * the float64 truth on request. */
-#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -32,7 +31,8 @@ static const char attn_help[] =
     "  --scale X               softmax scale (default D^-1/2)\n"
     "  --block-m N, --block-n N  tile sizes, multiples of 32 (default 128)\n"
     "  --out-dtype f32|bf16    O's precision before it is written as float32 (default f32)\n"
-    "  --compare-ideal         print the error of the outputs against the float64 truth\n"
+    "  --compare-truth         print the error of the outputs against the float64 truth\n"
+    "                          (warns of NaN/Inf; --compare-ideal is its older name)\n"
     "  --backend auto|ref|cpu|cuda                      (default auto)\n";
 
 enum { OPT_Q = 256, OPT_K, OPT_V, OPT_OUT, OPT_LSE, OPT_CUQ, OPT_CUK, OPT_CAUSAL, OPT_CAUSAL_PLAIN, OPT_MODEL,
@@ -56,7 +56,8 @@ static const struct option options[] = {
     {"block-m", required_argument, NULL, OPT_BM},
     {"block-n", required_argument, NULL, OPT_BN},
     {"out-dtype", required_argument, NULL, OPT_ODT},
-    {"compare-ideal", no_argument, NULL, OPT_CMP},
+    {"compare-truth", no_argument, NULL, OPT_CMP},
+    {"compare-ideal", no_argument, NULL, OPT_CMP}, /* the older name of --compare-truth */
     {"backend", required_argument, NULL, OPT_BACKEND},
     {"backward", no_argument, NULL, OPT_BWD},
     {"do", required_argument, NULL, OPT_DO},
@@ -68,69 +69,6 @@ static const struct option options[] = {
     {NULL, 0, NULL, 0},
 };
 
-/* cu_seqlens from "0,37,100" or from a 1-D int32/int64 .npy file; returns 0
- * or an exit status; *out is malloc'ed, *n its length. */
-static int read_cu(const char *cmd, const char *what, const char *arg, int32_t **out, int *n)
-{
-    int looks_list = 1;
-    for (const char *c = arg; *c; c++)
-        looks_list &= isdigit((unsigned char)*c) || *c == ',' || *c == ' ';
-    if (looks_list && *arg) {
-        int cap = 1;
-        for (const char *c = arg; *c; c++)
-            cap += *c == ',';
-        int32_t *v = malloc((size_t)cap * sizeof *v);
-        if (!v)
-            return cli_error(cmd, "out of memory");
-        int k = 0;
-        const char *p = arg;
-        while (*p) {
-            char *end;
-            errno = 0;
-            long x = strtol(p, &end, 10);
-            if (end == p || errno || x < 0 || x > INT32_MAX) {
-                free(v);
-                return cli_usage(cmd, "%s: '%s' is not a list of non-negative offsets", what, arg);
-            }
-            v[k++] = (int32_t)x;
-            p = end;
-            while (*p == ' ' || *p == ',')
-                p++;
-        }
-        *out = v;
-        *n = k;
-        return 0;
-    }
-    if (strchr(arg, ','))
-        return cli_usage(cmd, "%s: '%s' is not a list of non-negative offsets", what, arg);
-    npy_array a;
-    char err[PATH_MAX + 256];
-    if (npy_read(arg, &a, err, sizeof err) != MXFA_OK)
-        return cli_error(cmd, "%s", err);
-    if (a.ndim != 1 || (a.dtype != NPY_I32 && a.dtype != NPY_I64) || a.count < 2 || a.count > INT32_MAX) {
-        npy_free(&a);
-        return cli_error(cmd, "%s: %s must be a 1-D int32 or int64 array of at least 2 offsets", arg, what);
-    }
-    int32_t *v = malloc((size_t)a.count * sizeof *v);
-    if (!v) {
-        npy_free(&a);
-        return cli_error(cmd, "out of memory");
-    }
-    for (int64_t i = 0; i < a.count; i++) {
-        int64_t x = a.dtype == NPY_I32 ? ((int32_t *)a.data)[i] : ((int64_t *)a.data)[i];
-        if (x < 0 || x > INT32_MAX) {
-            free(v);
-            npy_free(&a);
-            return cli_error(cmd, "%s: offset %lld of %s is out of range", arg, (long long)x, what);
-        }
-        v[i] = (int32_t)x;
-    }
-    *out = v;
-    *n = (int)a.count;
-    npy_free(&a);
-    return 0;
-}
-
 static int parse_int(const char *cmd, const char *opt, const char *s, int *out)
 {
     char *end;
@@ -140,6 +78,25 @@ static int parse_int(const char *cmd, const char *opt, const char *s, int *out)
         return cli_usage(cmd, "%s takes a non-negative integer, got '%s'", opt, s);
     *out = (int)v;
     return 0;
+}
+
+/* The --compare-truth table: its header, and one row per output. */
+static void metrics_header(void)
+{
+    printf("%-4s %12s %12s %10s %10s\n", "", "rel L2", "max abs", "cosine", "SQNR dB");
+}
+
+static void metrics_row(const char *name, const mxfa_metrics *m)
+{
+    printf("%-4s %12.4e %12.4e %10.6f %10.2f\n", name, m->rel_l2, m->max_abs, m->cosine, m->sqnr_db);
+}
+
+/* After the table: the warnings that say why a row is no score. */
+static void warn_no_scores(const char *cmd, int n, const char *const *names, const mxfa_metrics *m)
+{
+    fflush(stdout);
+    for (int i = 0; i < n; i++)
+        cli_warn_no_score(cmd, names[i], "the float64 truth", &m[i]);
 }
 
 /* Write n float32 arrays atomically as a set: all files appear, or none. */
@@ -244,16 +201,26 @@ static int attn_backward(const char *cmd, mxfa_ctx *ctx, const mxfa_attn_params 
         }
         mxfa_tensor F[3] = {DQ, DK, DV}, R[3] = {TQ, TK, TV};
         static const char *const names[3] = {"dQ", "dK", "dV"};
-        printf("backward: model %s, preset %s, P %s, %s, backend %s\n", mxfa_model_name(p->model),
-               mxfa_preset_name(p->preset), mxfa_p_scale_name(p->p_scale),
+        mxfa_metrics m[3];
+        printf("backward against the float64 truth: model %s, preset %s, P %s, %s, backend %s\n",
+               mxfa_model_name(p->model), mxfa_preset_name(p->preset), mxfa_p_scale_name(p->p_scale),
                p->causal == MXFA_CAUSAL ? "causal" : p->causal == MXFA_CAUSAL_PLAIN ? "causal (plain)" : "non-causal",
                mxfa_backend_name(ctx));
-        printf("%-4s %12s %12s %10s %10s\n", "", "rel L2", "max abs", "cosine", "SQNR dB");
+        metrics_header();
         for (int i = 0; i < 3; i++) {
-            mxfa_metrics m;
-            mxfa_compare(&F[i], &R[i], &m);
-            printf("%-4s %12.4e %12.4e %10.6f %10.2f\n", names[i], m.rel_l2, m.max_abs, m.cosine, m.sqnr_db);
+            mxfa_compare(&F[i], &R[i], &m[i]);
+            metrics_row(names[i], &m[i]);
         }
+        fflush(stdout);
+        cli_warn_nonfinite_input(cmd, "Q", q->data, q->count);
+        cli_warn_nonfinite_input(cmd, "K", k->data, k->count);
+        cli_warn_nonfinite_input(cmd, "V", v->data, v->count);
+        cli_warn_nonfinite_input(cmd, "dO", dO.data, dO.count);
+        if (po) {
+            cli_warn_nonfinite_input(cmd, "O", oa.data, oa.count);
+            cli_warn_nonfinite_input(cmd, "LSE", la.data, la.count);
+        }
+        warn_no_scores(cmd, 3, names, m);
     }
     {
         const char *paths[3] = {pdq, pdk, pdv};
@@ -353,7 +320,7 @@ int cmd_attn(int argc, char **argv)
 
     npy_array q = {0}, k = {0}, v = {0};
     int32_t *cuq = NULL, *cuk = NULL;
-    int nq = 0, nk = 0;
+    int batch = 1;
     mxfa_ctx *ctx = NULL;
     float *o = NULL, *lse = NULL;
     uint16_t *obf = NULL;
@@ -362,19 +329,13 @@ int cmd_attn(int argc, char **argv)
         (rc = cli_read_npy(cmd, "K [tokens, heads, D]", pk, NPY_F32, 3, NULL, &k)) ||
         (rc = cli_read_npy(cmd, "V [tokens, heads, D]", pv, NPY_F32, 3, NULL, &v)))
         goto done;
-    if (cuq_arg && ((rc = read_cu(cmd, "--cu-seqlens-q", cuq_arg, &cuq, &nq)) ||
-                    (rc = read_cu(cmd, "--cu-seqlens-k", cuk_arg, &cuk, &nk))))
+    if (cuq_arg && (rc = cli_read_cu_seqlens(cmd, cuq_arg, cuk_arg, &cuq, &cuk, &batch)))
         goto done;
-    if (cuq && nq != nk) {
-        rc = cli_error(cmd, "--cu-seqlens-q has %d offsets and --cu-seqlens-k %d: the batch sizes differ", nq, nk);
-        goto done;
-    }
     if ((rc = cli_open(cmd, backend, &ctx)))
         goto done;
     int64_t tq = q.shape[0], hq = q.shape[1], d = q.shape[2];
     if (backward) {
-        rc = attn_backward(cmd, ctx, &p, &q, &k, &v, cuq, cuk, cuq ? nq - 1 : 1, pdo, po, plse, pdq, pdk, pdv, out_bf16,
-                           compare);
+        rc = attn_backward(cmd, ctx, &p, &q, &k, &v, cuq, cuk, batch, pdo, po, plse, pdq, pdk, pdv, out_bf16, compare);
         goto done;
     }
     o = malloc((size_t)q.count * sizeof *o);
@@ -390,7 +351,6 @@ int cmd_attn(int argc, char **argv)
     mxfa_tensor O = {out_bf16 ? (void *)obf : (void *)o, out_bf16 ? MXFA_BF16 : MXFA_F32, MXFA_MEM_HOST, 3,
                      {tq, hq, d}, {0}};
     mxfa_tensor L = {lse, MXFA_F32, MXFA_MEM_HOST, 2, {tq, hq}, {0}};
-    int batch = cuq ? nq - 1 : 1;
     if (mxfa_attn_fwd(ctx, &p, &Q, &K, &V, cuq, cuk, batch, &O, &L) != MXFA_OK) {
         rc = cli_error(cmd, "%s", mxfa_last_error(ctx));
         goto done;
@@ -414,17 +374,22 @@ int cmd_attn(int argc, char **argv)
         }
         mxfa_compare(&O, &O64, &mo);
         mxfa_compare(&L, &L64, &ml);
-        printf("model %s, preset %s, P %s, %s, scale %g, tiles %dx%d, backend %s\n", mxfa_model_name(p.model),
+        printf("forward against the float64 truth: model %s, preset %s, P %s, %s, scale %g, tiles %dx%d, "
+               "backend %s\n", mxfa_model_name(p.model),
                mxfa_preset_name(p.preset), mxfa_p_scale_name(p.p_scale),
                p.causal == MXFA_CAUSAL ? "causal" : p.causal == MXFA_CAUSAL_PLAIN ? "causal (plain)" : "non-causal",
                p.softmax_scale > 0 ? p.softmax_scale : 1.0 / sqrt((double)d), p.block_m, p.block_n,
                mxfa_backend_name(ctx));
-        printf("%-4s %12s %12s %10s %10s\n", "", "rel L2", "max abs", "cosine", "SQNR dB");
-        printf("%-4s %12.4e %12.4e %10.6f %10.2f\n", "O", mo.rel_l2, mo.max_abs, mo.cosine, mo.sqnr_db);
-        printf("%-4s %12.4e %12.4e %10.6f %10.2f\n", "LSE", ml.rel_l2, ml.max_abs, ml.cosine, ml.sqnr_db);
-        if (mo.mismatched_nonfinite || ml.mismatched_nonfinite)
-            printf("non-finite results differing from the truth: O %lld, LSE %lld\n",
-                   (long long)mo.mismatched_nonfinite, (long long)ml.mismatched_nonfinite);
+        metrics_header();
+        metrics_row("O", &mo);
+        metrics_row("LSE", &ml);
+        fflush(stdout);
+        cli_warn_nonfinite_input(cmd, "Q", q.data, q.count);
+        cli_warn_nonfinite_input(cmd, "K", k.data, k.count);
+        cli_warn_nonfinite_input(cmd, "V", v.data, v.count);
+        static const char *const names[2] = {"O", "LSE"};
+        const mxfa_metrics m[2] = {mo, ml};
+        warn_no_scores(cmd, 2, names, m);
     }
     /* write O (and LSE) atomically, both or neither */
     {

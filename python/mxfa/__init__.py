@@ -17,6 +17,7 @@ import ctypes
 import operator
 import sys
 import threading
+import warnings
 
 import numpy as np
 
@@ -602,8 +603,15 @@ def attn_bwd_truth(q, k, v, dout, cu_seqlens_q=None, cu_seqlens_k=None, *, causa
 
 def compare(out, ref):
     """Error metrics of out against ref (same shape; float32, bf16 or
-    float64, host): {"rel_l2", "max_abs", "cosine", "sqnr_db", "count",
-    "skipped", "mismatched_nonfinite"}."""
+    float64, host), as mxfa_compare gives them, in a dict:
+    - "rel_l2", "max_abs", "cosine", "sqnr_db": over the pairs of finite
+      values;
+    - "count": those pairs; "skipped": pairs equal and not finite (the -Inf
+      LSE of an empty row); "mismatched_nonfinite": values that differ from
+      ref and are NaN/Inf on one side or both;
+    - "measured": False when no error can be measured, because some value is
+      NaN/Inf where ref differs or no pair is finite. The four metrics are
+      then nan, never a score, and a RuntimeWarning says why."""
     a, b = _operand(out, "out", ("f32", "bf16", "f64")), _operand(ref, "ref", ("f32", "bf16", "f64"))
     if a.cuda or b.cuda:
         raise ValueError("mxfa: compare takes host arrays")
@@ -612,4 +620,13 @@ def compare(out, ref):
     m = C.Metrics()
     ta, tb = a.tensor(), b.tensor()
     _check(C.lib.mxfa_compare(ctypes.byref(ta), ctypes.byref(tb), ctypes.byref(m)))
-    return {name: getattr(m, name) for name, _ in C.Metrics._fields_}
+    r = {name: getattr(m, name) for name, _ in C.Metrics._fields_}
+    r["measured"] = m.mismatched_nonfinite == 0 and m.count > 0
+    n = m.count + m.skipped + m.mismatched_nonfinite
+    if m.mismatched_nonfinite:
+        warnings.warn("mxfa.compare: %d of %d values differ from ref and are NaN/Inf on one side or both: no error "
+                      "can be measured, the metrics are nan" % (m.mismatched_nonfinite, n), RuntimeWarning, 2)
+    elif m.count == 0:
+        warnings.warn("mxfa.compare: no pair of values is finite (%d NaN/Inf on both sides): nothing to measure, "
+                      "the metrics are nan" % n, RuntimeWarning, 2)
+    return r
