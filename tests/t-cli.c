@@ -405,12 +405,13 @@ int main(void)
         blackwell = mxfa_device_info(gctx, &arch, NULL, 0) == MXFA_OK && arch == 100;
         mxfa_close(gctx);
     }
-    if (blackwell)
+    if (blackwell) {
         if (!ok(st == 0, "mxfa selftest on a Blackwell GPU: every kernel agrees (exit %d)", st))
             diag("%s", out);
-    else
+    } else {
         ok(st == 77 && strstr(out, "nothing to check here"), "mxfa selftest without a Blackwell GPU says so and exits 77 "
            "(got %d)", st);
+    }
     ok(run(st3, out, sizeof out) == 2 && strstr(errtext, "--cases"), "mxfa selftest --cases 0: exit 2 and a message");
     ok(run(st4, out, sizeof out) == 2 && strstr(errtext, "--backend"), "mxfa selftest --backend ref: exit 2 and a message");
 
