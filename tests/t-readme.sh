@@ -17,8 +17,9 @@ if grep -q 'int main' "$tmp/example.c"; then
 else
     echo "not ok 1 - README.md has no C example with a main"
 fi
-# MXFA_CFLAGS and MXFA_LDFLAGS: the build's own flags (the sanitizers'
-# runtime, for one, must be linked into the program too)
+# MXFA_CFLAGS and MXFA_LDFLAGS: the build's own flags (Makefile.am), the
+# sanitizers' among them, whose runtime a sanitized libmxfa needs in the
+# program too
 if out=$("$top/libtool" --mode=link $cc -std=c11 -Wall -Wextra -Werror -pedantic ${MXFA_CFLAGS:-} \
         -I"$src/lib" -I"$top/lib" ${MXFA_LDFLAGS:-} -o "$tmp/example" "$tmp/example.c" "$top/libmxfa.la" 2>&1); then
     echo "ok 2 - the example compiles with warnings as errors and links with libmxfa ($cc)"
