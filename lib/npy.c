@@ -17,7 +17,8 @@ static const struct {
     const char *descr;
     size_t size;
 } npy_types[] = {
-    {NPY_F32, "<f4", 4}, {NPY_F64, "<f8", 8}, {NPY_U8, "|u1", 1}, {NPY_I32, "<i4", 4}, {NPY_I64, "<i8", 8},
+    {NPY_F32, "<f4", 4}, {NPY_F64, "<f8", 8}, {NPY_U8, "|u1", 1},
+    {NPY_I32, "<i4", 4}, {NPY_I64, "<i8", 8}, {NPY_F16, "<f2", 2},
 };
 
 #define NTYPES (sizeof npy_types / sizeof npy_types[0])
@@ -225,7 +226,7 @@ mxfa_status npy_parse(const uint8_t *buf, size_t len, npy_array *a, char *err, s
             return fail(MXFA_ERR_FORMAT, err, errlen, "big-endian dtype '%s' is not supported (use little-endian)",
                         descr);
         return fail(MXFA_ERR_FORMAT, err, errlen,
-                    "unsupported dtype '%s' (supported: <f4, <f8, |u1, <i4, <i8)", descr);
+                    "unsupported dtype '%s' (supported: <f4, <f8, <f2, |u1, <i4, <i8)", descr);
     }
 
     int64_t count = 1, bytes;
@@ -295,6 +296,53 @@ void npy_free(npy_array *a)
         free(a->data);
         a->data = NULL;
     }
+}
+
+/* binary16 bits to the binary32 bits of the same value, by integers: a
+ * subnormal half (m * 2^-24) is normalized; Inf and NaN keep their sign and
+ * payload (a quiet NaN stays quiet). */
+static uint32_t f16_to_f32_bits(uint16_t h)
+{
+    const uint32_t sign = (uint32_t)(h >> 15) << 31;
+    int exp = (h >> 10) & 0x1F;
+    uint32_t man = h & 0x3FFu;
+    if (exp == 0x1F)
+        return sign | 0x7F800000u | man << 13;
+    if (exp == 0) {
+        if (man == 0)
+            return sign;
+        for (exp = 1; !(man & 0x400u); exp--)
+            man <<= 1;
+        man &= 0x3FFu;
+    }
+    return sign | (uint32_t)(exp + 112) << 23 | man << 13; /* rebias: 127 - 15 */
+}
+
+mxfa_status npy_to_f32(npy_array *a, char *err, size_t errlen)
+{
+    if (a->dtype == NPY_F32)
+        return MXFA_OK;
+    if (a->dtype != NPY_F64 && a->dtype != NPY_F16)
+        return fail(MXFA_ERR_INVALID, err, errlen, "a %s array has no float32 conversion", npy_descr(a->dtype));
+    float *f = malloc(a->count ? (size_t)a->count * sizeof *f : 1);
+    if (!f)
+        return fail(MXFA_ERR_NO_MEMORY, err, errlen, "cannot allocate %lld bytes for the float32 copy",
+                    (long long)a->count * 4);
+    if (a->dtype == NPY_F64) {
+        const double *d = a->data;
+        for (int64_t i = 0; i < a->count; i++)
+            f[i] = (float)d[i];
+    } else {
+        const uint16_t *h = a->data;
+        for (int64_t i = 0; i < a->count; i++) {
+            uint32_t bits = f16_to_f32_bits(h[i]);
+            memcpy(&f[i], &bits, sizeof bits);
+        }
+    }
+    free(a->data);
+    a->data = f;
+    a->dtype = NPY_F32;
+    return MXFA_OK;
 }
 
 mxfa_status npy_write_temp(const char *path, npy_dtype dtype, int ndim, const int64_t *shape,

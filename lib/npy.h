@@ -19,7 +19,8 @@ typedef enum npy_dtype {
     NPY_F64, /* '<f8' */
     NPY_U8,  /* '|u1' */
     NPY_I32, /* '<i4' */
-    NPY_I64  /* '<i8' */
+    NPY_I64, /* '<i8' */
+    NPY_F16  /* '<f2' */
 } npy_dtype;
 
 typedef struct npy_array {
@@ -43,6 +44,17 @@ mxfa_status npy_parse(const uint8_t *buf, size_t len, npy_array *a, char *err, s
 /* Read and parse a file (MXFA_ERR_IO when it cannot be read). */
 mxfa_status npy_read(const char *path, npy_array *a, char *err, size_t errlen);
 void npy_free(npy_array *a);
+
+/*
+ * Turn a float64 or float16 array into float32 in place (a float32 array
+ * is left as it is): float64 rounds to nearest, ties to even, as a C cast
+ * and numpy's astype(float32) do in the default floating-point environment,
+ * so magnitudes from 2^128 - 2^103 up become +-Inf, those between FLT_MAX
+ * and that bound +-FLT_MAX, and those of 2^-150 and less +-0; float16 is
+ * exact (every half is a float). NaN stays NaN. MXFA_ERR_INVALID for other
+ * dtypes, MXFA_ERR_NO_MEMORY, with a message; *a untouched then.
+ */
+mxfa_status npy_to_f32(npy_array *a, char *err, size_t errlen);
 
 /*
  * Atomic writing: npy_write_temp writes the array into a new temporary file

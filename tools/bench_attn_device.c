@@ -1,9 +1,9 @@
 /*
  * mxfa bench on a backend with device memory: attention forward and
- * backward at the shapes of the H200 baselines (bench/torch_sdpa_gpu.py, run in
- * the same session for the ratios), on bf16 Q, K and V drawn from a standard
- * normal in device memory, under the sm90-fp8 model (sm100 on a Blackwell
- * GPU) with const P. The
+ * backward at the shapes of the H200 baselines (the scripts of bench/, run
+ * on the same machine for the ratios), on bf16 Q, K and V drawn from a
+ * standard normal in device memory, under the sm90-fp8 model (sm100 on a
+ * Blackwell GPU) with const P. The
  * quantization of Q, K and V, done inside each call as the kernel needs it,
  * is also timed on its own: the same quantizations through the public API
  * (Q and K as [tokens x H] rows of D, V as [tokens] x [H x D] in col blocks

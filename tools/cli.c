@@ -89,6 +89,7 @@ static const char *dtype_words(npy_dtype t)
     case NPY_U8: return "uint8";
     case NPY_I32: return "int32";
     case NPY_I64: return "int64";
+    case NPY_F16: return "float16";
     }
     return "?";
 }
@@ -105,16 +106,26 @@ static const char *shape_words(char *buf, size_t len, int ndim, const int64_t *s
     return buf;
 }
 
+/* Float inputs may come as float64 (numpy's default) or float16: the
+ * commands compute on float32, so those are rounded to it once, on reading
+ * (npy_to_f32), as the Python package converts its arrays. */
+static int is_float(npy_dtype t)
+{
+    return t == NPY_F32 || t == NPY_F64 || t == NPY_F16;
+}
+
 int cli_read_npy(const char *cmd, const char *what, const char *path, npy_dtype dtype, int ndim,
                  const int64_t *shape, npy_array *a)
 {
     char err[PATH_MAX + 256], got[160], want[160];
     if (npy_read(path, a, err, sizeof err) != MXFA_OK)
         return cli_error(cmd, "%s", err);
+    const int as_float = dtype == NPY_F32 && is_float(a->dtype);
     int rc = 0;
-    if (a->dtype != dtype || a->ndim != ndim)
-        rc = cli_error(cmd, "%s: %s must be a %d-D %s array (got %d-D %s)", path, what, ndim, dtype_words(dtype),
-                       a->ndim, dtype_words(a->dtype));
+    if ((a->dtype != dtype && !as_float) || a->ndim != ndim)
+        rc = cli_error(cmd, "%s: %s must be a %d-D %s array (got %d-D %s)", path, what, ndim,
+                       dtype == NPY_F32 ? "float32 (or float64, float16)" : dtype_words(dtype), a->ndim,
+                       dtype_words(a->dtype));
     else if (a->count == 0)
         rc = cli_error(cmd, "%s: %s is empty", path, what);
     else
@@ -122,6 +133,8 @@ int cli_read_npy(const char *cmd, const char *what, const char *path, npy_dtype 
             if (shape[i] >= 0 && a->shape[i] != shape[i])
                 rc = cli_error(cmd, "%s: %s has shape %s, expected %s", path, what,
                                shape_words(got, sizeof got, ndim, a->shape), shape_words(want, sizeof want, ndim, shape));
+    if (!rc && as_float && npy_to_f32(a, err, sizeof err) != MXFA_OK)
+        rc = cli_error(cmd, "%s: %s", path, err);
     if (rc)
         npy_free(a);
     return rc;

@@ -29,8 +29,10 @@ int cli_open(const char *cmd, const char *backend, mxfa_ctx **ctx);
 
 /*
  * Read `path` as a non-empty .npy array of `dtype` with `ndim` dimensions
- * whose sizes equal shape[i] where shape[i] >= 0 (shape may be NULL). On
- * failure print why, leave *a freed and return EXIT_FAILURE; else 0.
+ * whose sizes equal shape[i] where shape[i] >= 0 (shape may be NULL). A
+ * float32 input may also be a float64 or float16 file: it is rounded to
+ * float32 once (npy_to_f32 says how) and returned as float32. On failure
+ * print why, leave *a freed and return EXIT_FAILURE; else 0.
  */
 int cli_read_npy(const char *cmd, const char *what, const char *path, npy_dtype dtype, int ndim,
                  const int64_t *shape, npy_array *a);

@@ -2,8 +2,9 @@
  * mxfa bench: throughput of the operations that studies spend their time
  * in, on one backend, with a progress line on stderr and a table on
  * stdout. FLOPs count as 2 M N K for a product and 4 H S^2 D for attention
- * forward (half of it causal), 2.5 times that backward, as
- * the baseline scripts of bench/ count them, so that ratios are fair.
+ * forward (half of it causal), 2.5 times that backward, as the baseline
+ * scripts of bench/ count them, so that ratios are fair. Each measurement
+ * allocates what it needs, so that any setting, however small, runs.
  * Peak memory is the high-water mark of resident memory during each
  * operation (Linux resets it through /proc/self/clear_refs).
  */
@@ -24,14 +25,14 @@
 static const char bench_help[] =
     "usage: mxfa bench [options]\n"
     "\n"
-    "Measures quantization (GB/s of fp32 input), the block-scaled product (GFLOP/s per\n"
-    "model) and attention forward and backward (GFLOP/s per model, head dim and causal\n"
-    "mode) on random normal data, the median of --reps runs, and the peak resident\n"
-    "memory of each operation. With --backend cuda: quantization, dequantization and\n"
-    "the swizzled layout of a 16384 x 8192 matrix in device memory, in GB/s against a\n"
-    "device-to-device copy measured in the same run, the block-scaled products at\n"
-    "8192^3, and attention forward and backward (sm90-fp8) at the shapes of the H200\n"
-    "baselines.\n"
+    "Measures the quantization of a 4096 x 4096 matrix (GB/s of fp32 input), the\n"
+    "block-scaled product (GFLOP/s per model) and attention forward and backward\n"
+    "(GFLOP/s per model, head dim and causal mode) on random normal data, the median\n"
+    "of --reps runs, and the peak resident memory of each operation. With --backend\n"
+    "cuda: quantization, dequantization and the swizzled layout of a 16384 x 8192\n"
+    "matrix in device memory, in GB/s against a device-to-device copy measured in the\n"
+    "same run, the block-scaled products at 8192^3, and attention forward and backward\n"
+    "(sm90-fp8) at the shapes of the H200 baselines, whatever the options of sizes.\n"
     "  --backend auto|ref|cpu|cuda   (default auto)\n"
     "  --heads H                     (default 4)\n"
     "  --seqlen S                    (default 2048)\n"
@@ -76,33 +77,9 @@ static double peak_mib(void)
     return kib < 0 ? -1 : kib / 1024.0;
 }
 
-static int progress_tty;
-static int step_no, step_total;
-
-static void progress(const char *what)
-{
-    step_no++;
-    if (progress_tty)
-        fprintf(stderr, "\r\033[K[%d/%d] %s", step_no, step_total, what);
-    else
-        fprintf(stderr, "[%d/%d] %s\n", step_no, step_total, what);
-    fflush(stderr);
-}
-
-static uint64_t rng = 0x9E3779B97F4A7C15u;
-
-static float normal(void)
-{
-    return (float)cli_gauss(&rng);
-}
-
-static float *randn(size_t n)
-{
-    float *x = malloc(n * sizeof *x);
-    for (size_t i = 0; x && i < n; i++)
-        x[i] = normal();
-    return x;
-}
+/* At most one row per measurement: quantization, a product per model, and
+ * attention per model, head dim, mask and pass. */
+enum { MAX_RESULTS = 1 + 4 + 4 * 3 * 2 * 2 };
 
 typedef struct result {
     char what[96];
@@ -110,8 +87,57 @@ typedef struct result {
     const char *unit;
 } result;
 
-static result results[256];
-static int nresults;
+/* One run of the benchmark on a host-memory backend: its context, the
+ * progress line on stderr and the rows of the table. */
+typedef struct bench {
+    const char *cmd;
+    mxfa_ctx *ctx;
+    int reps;
+    int step, steps, tty;
+    result results[MAX_RESULTS];
+    int nresults;
+} bench;
+
+static void progress(bench *b, const char *what)
+{
+    b->step++;
+    if (b->tty)
+        fprintf(stderr, "\r\033[K[%d/%d] %s", b->step, b->steps, what);
+    else
+        fprintf(stderr, "[%d/%d] %s\n", b->step, b->steps, what);
+    fflush(stderr);
+}
+
+/* Clear the progress line before anything else goes to stderr. */
+static void progress_done(bench *b)
+{
+    if (b->tty)
+        fprintf(stderr, "\r\033[K");
+}
+
+static uint64_t rng = 0x9E3779B97F4A7C15u;
+
+/* n floats, uninitialized; NULL when n * 4 bytes do not fit in size_t or
+ * are not there */
+static float *alloc_floats(int64_t n)
+{
+    return (uint64_t)n <= SIZE_MAX / sizeof(float) ? malloc((size_t)n * sizeof(float)) : NULL;
+}
+
+/* n standard normal floats, or NULL */
+static float *randn(int64_t n)
+{
+    float *x = alloc_floats(n);
+    for (int64_t i = 0; x && i < n; i++)
+        x[i] = (float)cli_gauss(&rng);
+    return x;
+}
+
+static int out_of_memory(bench *b, const char *what, double bytes)
+{
+    progress_done(b);
+    return cli_error(b->cmd, "out of memory for %s (%.1f MiB)", what, bytes / 1048576.0);
+}
 
 typedef mxfa_status (*bench_fn)(void *arg);
 
@@ -135,6 +161,110 @@ static double measure(bench_fn fn, void *arg, int reps, double *peak)
     return cli_median(t, reps);
 }
 
+/* Measure fn as the row `what`, whose rate is amount per second (in units
+ * of 10^9); 0, or an exit status with the library's reason printed. */
+static int bench_row(bench *b, const char *what, bench_fn fn, void *arg, double amount, const char *unit)
+{
+    progress(b, what);
+    double peak, t = measure(fn, arg, b->reps, &peak);
+    if (t < 0) {
+        progress_done(b);
+        return cli_error(b->cmd, "%s: %s", what, mxfa_last_error(b->ctx));
+    }
+    result *r = &b->results[b->nresults++];
+    snprintf(r->what, sizeof r->what, "%s", what);
+    r->seconds = t;
+    r->value = amount / t * 1e-9;
+    r->unit = unit;
+    r->peak = peak;
+    return 0;
+}
+
+typedef struct quant_arg {
+    mxfa_ctx *ctx;
+    mxfa_tensor x;
+    mxfa_mx out;
+} quant_arg;
+
+static mxfa_status run_quant(void *p)
+{
+    quant_arg *a = p;
+    return mxfa_quantize(a->ctx, &a->x, MXFA_PRESET_RCEIL, &a->out);
+}
+
+/* Quantization: row blocks, rceil, E4M3, of a QUANT_N x QUANT_N fp32
+ * matrix, whatever the other settings. */
+enum { QUANT_N = 4096 };
+
+static int bench_quantize(bench *b)
+{
+    const int64_t n = (int64_t)QUANT_N * QUANT_N;
+    float *x = randn(n);
+    uint8_t *codes = malloc((size_t)n), *scales = malloc((size_t)n / 32);
+    int rc;
+    if (!x || !codes || !scales) {
+        rc = out_of_memory(b, "the quantization's matrix", (double)n * (4 + 1 + 1.0 / 32));
+    } else {
+        quant_arg qa = {b->ctx, mxfa_tensor_2d(x, MXFA_F32, QUANT_N, QUANT_N),
+                        {mxfa_tensor_2d(codes, MXFA_E4M3, QUANT_N, QUANT_N),
+                         mxfa_tensor_2d(scales, MXFA_E8M0, QUANT_N, QUANT_N / 32), MXFA_BLOCK_ROW,
+                         MXFA_LAYOUT_COMPACT}};
+        rc = bench_row(b, "quantize 4096x4096 (GB/s of fp32 in)", run_quant, &qa, (double)n * 4, "GB/s");
+    }
+    free(x), free(codes), free(scales);
+    return rc;
+}
+
+typedef struct gemm_arg {
+    mxfa_ctx *ctx;
+    mxfa_mx a, b;
+    mxfa_tensor d;
+    mxfa_model model;
+} gemm_arg;
+
+static mxfa_status run_gemm(void *p)
+{
+    gemm_arg *a = p;
+    return mxfa_gemm(a->ctx, &a->a, &a->b, NULL, a->model, &a->d);
+}
+
+/* The block-scaled product D = A * B^T of two n x n matrices (K = n) of
+ * normal values quantized to E4M3 in row blocks, under each model. */
+static int bench_gemm(bench *b, int64_t n, const int *models, int nmodels)
+{
+    const int64_t kb = (n + 31) / 32;
+    const int64_t nn = n * n, ns = n * kb; /* n <= 16384: the bytes below fit a 32-bit size_t */
+    float *x = randn(2 * nn), *d = alloc_floats(nn);
+    uint8_t *codes = malloc((size_t)(2 * nn)), *scales = malloc((size_t)(2 * ns));
+    int rc = 0;
+    if (!x || !d || !codes || !scales) {
+        rc = out_of_memory(b, "the product's matrices", (double)nn * (8 + 2 + 4) + 2.0 * (double)ns);
+        goto done;
+    }
+    gemm_arg ga = {b->ctx,
+                   {mxfa_tensor_2d(codes, MXFA_E4M3, n, n), mxfa_tensor_2d(scales, MXFA_E8M0, n, kb), MXFA_BLOCK_ROW,
+                    MXFA_LAYOUT_COMPACT},
+                   {mxfa_tensor_2d(codes + nn, MXFA_E4M3, n, n), mxfa_tensor_2d(scales + ns, MXFA_E8M0, n, kb),
+                    MXFA_BLOCK_ROW, MXFA_LAYOUT_COMPACT},
+                   mxfa_tensor_2d(d, MXFA_F32, n, n), MXFA_MODEL_IDEAL};
+    mxfa_tensor xa = mxfa_tensor_2d(x, MXFA_F32, n, n), xb = mxfa_tensor_2d(x + nn, MXFA_F32, n, n);
+    if (mxfa_quantize(b->ctx, &xa, MXFA_PRESET_RCEIL, &ga.a) != MXFA_OK ||
+        mxfa_quantize(b->ctx, &xb, MXFA_PRESET_RCEIL, &ga.b) != MXFA_OK) {
+        progress_done(b);
+        rc = cli_error(b->cmd, "quantizing the product's operands: %s", mxfa_last_error(b->ctx));
+        goto done;
+    }
+    for (int mi = 0; !rc && mi < nmodels; mi++) {
+        char what[96];
+        ga.model = (mxfa_model)models[mi];
+        snprintf(what, sizeof what, "gemm %lld^3 %s", (long long)n, mxfa_model_name(ga.model));
+        rc = bench_row(b, what, run_gemm, &ga, 2.0 * (double)n * (double)n * (double)n, "GFLOP/s");
+    }
+done:
+    free(x), free(d), free(codes), free(scales);
+    return rc;
+}
+
 typedef struct attn_arg {
     mxfa_ctx *ctx;
     mxfa_attn_params p;
@@ -151,45 +281,87 @@ static mxfa_status run_attn(void *p)
     return mxfa_attn_fwd(a->ctx, &a->p, &a->q, &a->k, &a->v, NULL, NULL, 1, &a->o, &a->lse);
 }
 
-typedef struct quant_arg {
-    mxfa_ctx *ctx;
-    mxfa_tensor x;
-    mxfa_mx out;
-} quant_arg;
-
-static mxfa_status run_quant(void *p)
-{
-    quant_arg *a = p;
-    return mxfa_quantize(a->ctx, &a->x, MXFA_PRESET_RCEIL, &a->out);
-}
-
-typedef struct gemm_arg {
-    mxfa_ctx *ctx;
-    mxfa_mx a, b;
-    mxfa_tensor d;
-    mxfa_model model;
-} gemm_arg;
-
-static mxfa_status run_gemm(void *p)
-{
-    gemm_arg *a = p;
-    return mxfa_gemm(a->ctx, &a->a, &a->b, NULL, a->model, &a->d);
-}
-
 static mxfa_tensor t3(void *data, mxfa_dtype dt, int64_t a, int64_t b, int64_t c)
 {
     mxfa_tensor t = {data, dt, MXFA_MEM_HOST, 3, {a, b, c}, {0}};
     return t;
 }
 
-static void add_result(const char *what, double secs, double amount, const char *unit, double peak)
+/* The attention's buffers: Q, K, V and dO (normal samples), then O, dQ, dK
+ * and dV, each [S, H, D] for the largest head dim asked for; the tensors
+ * of a smaller D are views of their first S * H * D elements. */
+enum { ATTN_IN = 4, ATTN_BUFS = 8 };
+
+/* Attention forward (and backward) of H heads of S tokens, under each
+ * model, head dim and mask. */
+static int bench_attn(bench *b, int64_t h, int64_t s, const int *dims, int ndims, const int *models, int nmodels,
+                      int causal, int backward)
 {
-    result *r = &results[nresults++];
-    snprintf(r->what, sizeof r->what, "%s", what);
-    r->seconds = secs;
-    r->value = amount / secs * 1e-9;
-    r->unit = unit;
-    r->peak = peak;
+    int64_t dmax = 0;
+    for (int di = 0; di < ndims; di++)
+        dmax = dims[di] > dmax ? dims[di] : dmax;
+    const int64_t n = h * s * dmax;
+    float *buf[ATTN_BUFS] = {NULL}, *lse = alloc_floats(h * s);
+    int have = lse != NULL, rc = 0;
+    for (int i = 0; i < ATTN_BUFS && have; i++)
+        have = (buf[i] = i < ATTN_IN ? randn(n) : alloc_floats(n)) != NULL;
+    if (!have) {
+        rc = out_of_memory(b, "the attention's tensors", ((double)n * ATTN_BUFS + (double)(h * s)) * 4);
+        goto done;
+    }
+    for (int mi = 0; !rc && mi < nmodels; mi++)
+        for (int di = 0; !rc && di < ndims; di++)
+            for (int c = 0; !rc && c <= causal; c++)
+                for (int bwd = 0; !rc && bwd <= backward; bwd++) {
+                    const int64_t d = dims[di];
+                    attn_arg aa = {.ctx = b->ctx};
+                    mxfa_attn_params_default(&aa.p);
+                    aa.p.model = (mxfa_model)models[mi];
+                    aa.p.causal = c ? MXFA_CAUSAL : MXFA_CAUSAL_NONE;
+                    aa.q = t3(buf[0], MXFA_F32, s, h, d), aa.k = t3(buf[1], MXFA_F32, s, h, d);
+                    aa.v = t3(buf[2], MXFA_F32, s, h, d), aa.dout = t3(buf[3], MXFA_F32, s, h, d);
+                    aa.o = t3(buf[4], MXFA_F32, s, h, d), aa.dq = t3(buf[5], MXFA_F32, s, h, d);
+                    aa.dk = t3(buf[6], MXFA_F32, s, h, d), aa.dv = t3(buf[7], MXFA_F32, s, h, d);
+                    aa.lse = mxfa_tensor_2d(lse, MXFA_F32, s, h);
+                    char what[96];
+                    snprintf(what, sizeof what, "attn %s %s D=%lld%s", bwd ? "bwd" : "fwd", mxfa_model_name(aa.p.model),
+                             (long long)d, c ? " causal" : "");
+                    if (bwd && run_attn(&aa) != MXFA_OK) { /* O and LSE for the backward pass */
+                        progress_done(b);
+                        rc = cli_error(b->cmd, "%s: the forward pass before it: %s", what, mxfa_last_error(b->ctx));
+                        break;
+                    }
+                    aa.backward = bwd;
+                    const double flops = 4.0 * (double)h * (double)s * (double)s * (double)d * (c ? 0.5 : 1.0) *
+                                         (bwd ? 2.5 : 1.0);
+                    rc = bench_row(b, what, run_attn, &aa, flops, "GFLOP/s");
+                }
+done:
+    for (int i = 0; i < ATTN_BUFS; i++)
+        free(buf[i]);
+    free(lse);
+    return rc;
+}
+
+/* The table on stdout: a row a measurement. */
+static void print_table(const bench *b, int64_t h, int64_t s, const int *dims, int ndims)
+{
+    int threads = 1, dmax = 0;
+#ifdef MXFA_HAVE_OPENMP
+    threads = omp_get_max_threads();
+#endif
+    for (int di = 0; di < ndims; di++)
+        dmax = dims[di] > dmax ? dims[di] : dmax;
+    const char *isa = mxfa_cpu_isa(b->ctx);
+    printf("mxfa %s bench: backend %s%s%s, %d thread%s, H=%lld S=%lld, median of %d\n", mxfa_version(),
+           mxfa_backend_name(b->ctx), isa ? " " : "", isa ? isa : "", threads, threads == 1 ? "" : "s", (long long)h,
+           (long long)s, b->reps);
+    printf("%-40s %10s %-8s %10s %14s\n", "operation", "rate", "", "seconds", "peak RSS MiB");
+    for (int i = 0; i < b->nresults; i++)
+        printf("%-40s %10.4g %-8s %10.4g %14.1f\n", b->results[i].what, b->results[i].value, b->results[i].unit,
+               b->results[i].seconds, b->results[i].peak);
+    printf("inputs and outputs of one attention call at D=%d: %.3g MiB; one S x S fp32 matrix per head: %.3g MiB\n",
+           dmax, 9.0 * (double)(h * s * dmax) * 4 / 1048576.0, (double)s * (double)s * 4 / 1048576.0);
 }
 
 static int parse_list(const char *s, int *out, int max, int (*item)(const char *, int *))
@@ -207,8 +379,10 @@ static int parse_list(const char *s, int *out, int max, int (*item)(const char *
 
 static int parse_dim(const char *s, int *d)
 {
-    *d = atoi(s);
-    return *d == 64 || *d == 128 || *d == 256;
+    char *end;
+    long v = strtol(s, &end, 10);
+    *d = (int)v;
+    return *s && !*end && (v == 64 || v == 128 || v == 256);
 }
 
 static int parse_model(const char *s, int *m)
@@ -262,7 +436,8 @@ int cmd_bench(int argc, char **argv)
             break;
         case OPT_MODELS:
             if (strcmp(optarg, "all") == 0)
-                nmodels = 4;
+                for (nmodels = 0; nmodels < 4; nmodels++)
+                    models[nmodels] = nmodels;
             else if ((nmodels = parse_list(optarg, models, 4, parse_model)) <= 0)
                 return cli_usage(cmd, "--models: expected 'all' or a list of ideal, sm100, sm90-fp8, sm90-bf16, got '%s'",
                                  optarg);
@@ -286,113 +461,17 @@ int cmd_bench(int argc, char **argv)
         mxfa_close(ctx);
         return rc;
     }
-    int threads = 1;
-#ifdef MXFA_HAVE_OPENMP
-    threads = omp_get_max_threads();
-#endif
-    progress_tty = isatty(2);
-    const int64_t H = heads, S = seqlen;
-    step_total = 1 + (gemm_n > 0 ? nmodels : 0) + nmodels * ndims * (causal ? 2 : 1) * (backward ? 2 : 1);
-    size_t n = (size_t)(H * S * 256);
-    float *q = randn(n), *k = randn(n), *v = randn(n), *dout = randn(n), *o = malloc(n * 4), *lse = malloc((size_t)(H * S) * 4);
-    float *dq = malloc(n * 4), *dk = malloc(n * 4), *dv = malloc(n * 4);
-    size_t qn = (size_t)4096 * 4096;
-    float *qx = randn(qn);
-    uint8_t *qd = malloc(qn), *qs = malloc(qn / 32);
-    if (!q || !k || !v || !dout || !o || !lse || !dq || !dk || !dv || !qx || !qd || !qs) {
-        mxfa_close(ctx);
-        return cli_error(cmd, "out of memory for the benchmark's tensors");
+    bench b = {.cmd = cmd, .ctx = ctx, .reps = (int)reps, .tty = isatty(2)};
+    b.steps = 1 + (gemm_n > 0 ? nmodels : 0) + nmodels * ndims * (causal ? 2 : 1) * (backward ? 2 : 1);
+    rc = bench_quantize(&b);
+    if (!rc && gemm_n > 0)
+        rc = bench_gemm(&b, gemm_n, models, nmodels);
+    if (!rc)
+        rc = bench_attn(&b, heads, seqlen, dims, ndims, models, nmodels, causal, backward);
+    if (!rc) {
+        progress_done(&b);
+        print_table(&b, heads, seqlen, dims, ndims);
     }
-    char what[96];
-    double peak, t;
-    int failed = 0;
-
-    /* quantization: row blocks, rceil, E4M3, of a 4096 x 4096 fp32 matrix */
-    quant_arg qa = {ctx, mxfa_tensor_2d(qx, MXFA_F32, 4096, 4096),
-                    {mxfa_tensor_2d(qd, MXFA_E4M3, 4096, 4096), mxfa_tensor_2d(qs, MXFA_E8M0, 4096, 128), MXFA_BLOCK_ROW,
-                     MXFA_LAYOUT_COMPACT}};
-    progress("quantize 4096x4096 row rceil e4m3");
-    if ((t = measure(run_quant, &qa, (int)reps, &peak)) < 0)
-        failed = 1;
-    else
-        add_result("quantize 4096x4096 (GB/s of fp32 in)", t, (double)qn * 4, "GB/s", peak);
-
-    /* products */
-    for (int mi = 0; !failed && gemm_n > 0 && mi < nmodels; mi++) {
-        int64_t N = gemm_n, kb = (N + 31) / 32;
-        uint8_t *ad = malloc((size_t)(N * N)), *as = malloc((size_t)(N * kb)), *bd = malloc((size_t)(N * N));
-        uint8_t *bs = malloc((size_t)(N * kb));
-        float *d = malloc((size_t)(N * N) * 4);
-        gemm_arg ga = {ctx,
-                       {mxfa_tensor_2d(ad, MXFA_E4M3, N, N), mxfa_tensor_2d(as, MXFA_E8M0, N, kb), MXFA_BLOCK_ROW,
-                        MXFA_LAYOUT_COMPACT},
-                       {mxfa_tensor_2d(bd, MXFA_E4M3, N, N), mxfa_tensor_2d(bs, MXFA_E8M0, N, kb), MXFA_BLOCK_ROW,
-                        MXFA_LAYOUT_COMPACT},
-                       mxfa_tensor_2d(d, MXFA_F32, N, N), (mxfa_model)models[mi]};
-        mxfa_tensor x1 = mxfa_tensor_2d(q, MXFA_F32, N, N), x2 = mxfa_tensor_2d(k, MXFA_F32, N, N);
-        if (!ad || !as || !bd || !bs || !d || (size_t)(N * N) > n || mxfa_quantize(ctx, &x1, MXFA_PRESET_RCEIL, &ga.a) != MXFA_OK ||
-            mxfa_quantize(ctx, &x2, MXFA_PRESET_RCEIL, &ga.b) != MXFA_OK) {
-            failed = 1;
-        } else {
-            snprintf(what, sizeof what, "gemm %lld^3 %s", (long long)N, mxfa_model_name(ga.model));
-            progress(what);
-            if ((t = measure(run_gemm, &ga, (int)reps, &peak)) < 0)
-                failed = 1;
-            else
-                add_result(what, t, 2.0 * (double)N * N * N, "GFLOP/s", peak);
-        }
-        free(ad), free(as), free(bd), free(bs), free(d);
-    }
-
-    /* attention */
-    for (int mi = 0; !failed && mi < nmodels; mi++)
-        for (int di = 0; !failed && di < ndims; di++)
-            for (int c = 0; !failed && c <= causal; c++)
-                for (int bwd = 0; !failed && bwd <= backward; bwd++) {
-                    int64_t D = dims[di];
-                    attn_arg aa;
-                    aa.ctx = ctx;
-                    mxfa_attn_params_default(&aa.p);
-                    aa.p.model = (mxfa_model)models[mi];
-                    aa.p.causal = c ? MXFA_CAUSAL : MXFA_CAUSAL_NONE;
-                    aa.q = t3(q, MXFA_F32, S, H, D), aa.k = t3(k, MXFA_F32, S, H, D), aa.v = t3(v, MXFA_F32, S, H, D);
-                    aa.o = t3(o, MXFA_F32, S, H, D), aa.dout = t3(dout, MXFA_F32, S, H, D);
-                    aa.dq = t3(dq, MXFA_F32, S, H, D), aa.dk = t3(dk, MXFA_F32, S, H, D), aa.dv = t3(dv, MXFA_F32, S, H, D);
-                    mxfa_tensor l = {lse, MXFA_F32, MXFA_MEM_HOST, 2, {S, H}, {0}};
-                    aa.lse = l;
-                    aa.backward = 0;
-                    if (bwd && run_attn(&aa) != MXFA_OK) { /* O and LSE for the backward pass */
-                        failed = 1;
-                        break;
-                    }
-                    aa.backward = bwd;
-                    snprintf(what, sizeof what, "attn %s %s D=%lld%s", bwd ? "bwd" : "fwd", mxfa_model_name(aa.p.model),
-                             (long long)D, c ? " causal" : "");
-                    progress(what);
-                    if ((t = measure(run_attn, &aa, (int)reps, &peak)) < 0) {
-                        failed = 1;
-                        break;
-                    }
-                    double flops = 4.0 * (double)H * (double)S * (double)S * (double)D * (c ? 0.5 : 1.0) * (bwd ? 2.5 : 1.0);
-                    add_result(what, t, flops, "GFLOP/s", peak);
-                }
-    if (progress_tty)
-        fprintf(stderr, "\r\033[K");
-    if (failed) {
-        rc = cli_error(cmd, "%s", mxfa_last_error(ctx));
-    } else {
-        const char *isa = mxfa_cpu_isa(ctx);
-        printf("mxfa %s bench: backend %s%s%s, %d thread%s, H=%lld S=%lld, median of %ld\n", mxfa_version(),
-               mxfa_backend_name(ctx), isa ? " " : "", isa ? isa : "", threads, threads == 1 ? "" : "s",
-               (long long)H, (long long)S, reps);
-        printf("%-40s %10s %-8s %10s %14s\n", "operation", "rate", "", "seconds", "peak RSS MiB");
-        for (int i = 0; i < nresults; i++)
-            printf("%-40s %10.2f %-8s %10.4f %14.1f\n", results[i].what, results[i].value, results[i].unit,
-                   results[i].seconds, results[i].peak);
-        printf("inputs and outputs of one attention call at D=256: %.1f MiB; one S x S fp32 matrix per head: %.1f MiB\n",
-               9.0 * (double)(H * S * 256) * 4 / 1048576.0, (double)S * (double)S * 4 / 1048576.0);
-    }
-    free(q), free(k), free(v), free(dout), free(o), free(lse), free(dq), free(dk), free(dv), free(qx), free(qd), free(qs);
     mxfa_close(ctx);
     return rc;
 }

@@ -32,7 +32,6 @@ static const struct option options[] = {
     {"help", no_argument, NULL, 'h'},               {NULL, 0, NULL, 0},
 };
 
-/* Read a 2-D .npy of the given dtype; rows/cols of -1 accept any size. */
 int cmd_gemm(int argc, char **argv)
 {
     const char *cmd = "gemm";

@@ -61,14 +61,24 @@ static void print_gpus(void)
     typedef int (*get_fn)(int *, int);
     typedef int (*name_fn)(char *, int, int);
     typedef int (*attr_fn)(int *, int, int);
+    typedef int (*error_fn)(int, const char **);
     init_fn cu_init = (init_fn)dlsym(lib, "cuInit");
     count_fn cu_count = (count_fn)dlsym(lib, "cuDeviceGetCount");
     get_fn cu_get = (get_fn)dlsym(lib, "cuDeviceGet");
     name_fn cu_name = (name_fn)dlsym(lib, "cuDeviceGetName");
     attr_fn cu_attr = (attr_fn)dlsym(lib, "cuDeviceGetAttribute");
-    int n = 0;
-    if (!cu_init || !cu_count || !cu_get || !cu_name || !cu_attr || cu_init(0) != 0 || cu_count(&n) != 0) {
-        printf("gpus: the CUDA driver is present but does not initialize\n");
+    error_fn cu_error = (error_fn)dlsym(lib, "cuGetErrorString");
+    int n = 0, st;
+    if (!cu_init || !cu_count || !cu_get || !cu_name || !cu_attr) {
+        printf("gpus: the CUDA driver (libcuda.so.1) lacks the functions mxfa lists GPUs with\n");
+        dlclose(lib);
+        return;
+    }
+    if ((st = cu_init(0)) != 0 || (st = cu_count(&n)) != 0) {
+        const char *why = NULL;
+        if (!cu_error || cu_error(st, &why) != 0 || !why)
+            why = "no description";
+        printf("gpus: the CUDA driver is present but does not initialize (error %d: %s)\n", st, why);
         dlclose(lib);
         return;
     }
@@ -76,8 +86,10 @@ static void print_gpus(void)
     for (int i = 0; i < n; i++) {
         int dev, major = 0, minor = 0;
         char name[256] = "?";
-        if (cu_get(&dev, i) != 0)
+        if ((st = cu_get(&dev, i)) != 0) {
+            printf("  %d: cannot be opened (CUDA driver error %d)\n", i, st);
             continue;
+        }
         cu_name(name, sizeof name, dev);
         cu_attr(&major, 75, dev); /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR */
         cu_attr(&minor, 76, dev); /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR */

@@ -578,11 +578,13 @@ int cmd_selftest(int argc, char **argv)
         failed += r == 0;
     }
     if (failed)
-        printf("mxfa selftest: %d of %d kernels DIFFER from the emulator (report the lines above with this "
-               "GPU's name and driver version)\n", failed, checked);
+        rc = cli_error(cmd, "%d of %d kernels DIFFER from the emulator (report the lines above with this GPU's "
+                            "name and driver version)", failed, checked);
+    else if (!checked)
+        rc = cli_error(cmd, "no kernel was checked: the %s backend refused every one (the lines above say why)",
+                       backend);
     else
         printf("mxfa selftest: all %d kernels agree with the emulator bit for bit\n", checked);
-    rc = failed || !checked ? EXIT_FAILURE : 0;
 done:
     mxfa_close(cpu);
     mxfa_close(ref);

@@ -372,7 +372,7 @@ static int compare_outputs(const inputs *in, const outputs *out, mxfa_dtype ref_
     output_tensors(in, ref_dt, o, lse, dq, dk, dv, want);
     for (int i = 0; i < NTENSORS; i++)
         if (mxfa_compare(&got[i], &want[i], &m[i]) != MXFA_OK)
-            return cli_error(cmd, "comparing %s with %s failed", tensor_names[i], against);
+            return cli_error(cmd, "comparing %s with %s: %s", tensor_names[i], against, mxfa_last_error(NULL));
     return 0;
 }
 
@@ -1339,8 +1339,10 @@ int cmd_study(int argc, char **argv)
     /* the golden test: a usable GPU backend checked against this one */
     char why[256] = "";
     if (strcmp(mxfa_backend_name(st.ctx), "cuda") != 0 && mxfa_backend_usable("cuda", why, sizeof why) &&
-        mxfa_open(&st.gpu, "cuda") != MXFA_OK)
+        mxfa_open(&st.gpu, "cuda") != MXFA_OK) {
+        snprintf(why, sizeof why, "%s", mxfa_last_error(NULL));
         st.gpu = NULL;
+    }
     if (user && (rc = load_user(pq, pk, pv, pdo, cu_q, cu_k, &in)) != 0)
         goto done;
     if ((rc = ensure_dir(out_dir)) != 0)

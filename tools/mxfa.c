@@ -1,4 +1,5 @@
 /* mxfa: the command-line program. One subcommand per file (cmd_*.c). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,18 @@ static void usage(FILE *out)
                  "MXFA_BACKEND (ref, cpu, cuda, auto) overrides the backend.\n");
 }
 
+/* A command's status, or 1 when what it printed could not all be written
+ * (a full disk, a closed pipe): a run whose output is lost is no success. */
+static int finish(int rc)
+{
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "mxfa: writing the standard output: %s\n", errno ? strerror(errno) : "write error");
+        return rc ? rc : EXIT_FAILURE;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -39,15 +52,15 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         usage(stdout);
-        return 0;
+        return finish(0);
     }
     if (strcmp(argv[1], "--version") == 0) {
         printf("mxfa %s\n", mxfa_version());
-        return 0;
+        return finish(0);
     }
     for (size_t i = 0; i < NCOMMANDS; i++)
         if (strcmp(argv[1], commands[i].name) == 0)
-            return commands[i].run(argc - 1, argv + 1);
+            return finish(commands[i].run(argc - 1, argv + 1));
     fprintf(stderr, "mxfa: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return EXIT_USAGE;

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * mxfa bench at small settings, on the host backends: it exits 0 and
+ * prints its table, one row per measurement the options ask for (named
+ * here from the options, not from the program), each with a positive rate
+ * and time. Among them the settings of the report that found the
+ * product's operands carved from too small attention buffers.
+ */
+#include "cli_run.h"
+
+static char out[1 << 16];
+
+/* The row of the table that starts with `name`, or NULL. */
+static const char *row(const char *name)
+{
+    for (const char *line = out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+        if (strncmp(line, name, strlen(name)) == 0 && line[strlen(name)] == ' ')
+            return line;
+    return NULL;
+}
+
+/* Whether the table has the row `name` with a positive rate and time;
+ * counted into *found and *measured. */
+static void check_row(const char *name, int *found, int *measured)
+{
+    const char *line = row(name);
+    char unit[16];
+    double rate = 0, seconds = 0;
+    if (!line) {
+        diag("no row '%s'", name);
+        return;
+    }
+    ++*found;
+    *measured += sscanf(line + strlen(name), "%lf %15s %lf", &rate, unit, &seconds) == 3 && rate > 0 && seconds > 0;
+}
+
+/* Every row the settings ask for, and no other: quantization, a product
+ * per model (gemm_n > 0), attention per model, head dim, mask and pass. */
+static void expect_table(const char *what, const char *const *models, int nmodels, const int *dims, int ndims,
+                         int gemm_n, int causal, int backward)
+{
+    int want = 1, found = 0, measured = 0;
+    char name[96];
+    check_row("quantize 4096x4096 (GB/s of fp32 in)", &found, &measured);
+    for (int m = 0; m < nmodels && gemm_n > 0; m++, want++) {
+        snprintf(name, sizeof name, "gemm %d^3 %s", gemm_n, models[m]);
+        check_row(name, &found, &measured);
+    }
+    for (int m = 0; m < nmodels; m++)
+        for (int d = 0; d < ndims; d++)
+            for (int c = 0; c <= causal; c++)
+                for (int b = 0; b <= backward; b++, want++) {
+                    snprintf(name, sizeof name, "attn %s %s D=%d%s", b ? "bwd" : "fwd", models[m], dims[d],
+                             c ? " causal" : "");
+                    check_row(name, &found, &measured);
+                }
+    /* the rows between the column heads and the closing line */
+    int rows = 0;
+    const char *head = strstr(out, "\noperation ");
+    for (const char *p = head ? strchr(head + 1, '\n') : NULL; p && p[1] && strncmp(p + 1, "inputs and outputs", 18);
+         p = strchr(p + 1, '\n'))
+        rows++;
+    if (!ok(found == want && measured == want && rows == want, "%s: the %d rows asked for, each measured", what, want))
+        diag("found %d, measured %d, rows %d of %d:\n%s", found, measured, rows, want, out);
+}
+
+int main(void)
+{
+    cli_start("t-cli-bench");
+    static const char *const all[] = {"ideal", "sm100", "sm90-fp8", "sm90-bf16"};
+    static const char *const sm100[] = {"sm100"};
+    static const char *const ideal[] = {"ideal"};
+    static const int dims_all[] = {64, 128, 256}, dims_64[] = {64};
+
+    /* one head of 64 tokens: every model, head dim, mask and pass */
+    const char *b1[] = {"bench", "--backend", "cpu", "--heads", "1", "--seqlen", "64", "--gemm", "64", "--reps", "1",
+                        NULL};
+    int rc = run(b1, out, sizeof out);
+    ok(rc == 0 && strstr(out, "bench: backend cpu") && strstr(out, "H=1 S=64, median of 1"),
+       "bench --heads 1 --seqlen 64 --gemm 64 --reps 1: exit 0 and the table's title (exit %d)", rc);
+    if (rc)
+        diag("stderr: %s", errtext);
+    expect_table("bench --heads 1 --seqlen 64", all, 4, dims_all, 3, 64, 1, 1);
+
+    /* the report's settings: a 1024^3 product beside attention of 2 x 512 x 64 */
+    const char *b2[] = {"bench", "--backend", "cpu", "--heads", "2", "--seqlen", "512", "--dims", "64", "--models",
+                        "sm100", "--reps", "2", NULL};
+    rc = run(b2, out, sizeof out);
+    ok(rc == 0 && strstr(out, "H=2 S=512, median of 2"),
+       "bench --backend cpu --heads 2 --seqlen 512 --dims 64 --models sm100 --reps 2: exit 0 (exit %d)", rc);
+    if (rc)
+        diag("stderr: %s", errtext);
+    expect_table("the report's settings", sm100, 1, dims_64, 1, 1024, 1, 1);
+
+    /* the smallest settings there are, on the emulator */
+    const char *b3[] = {"bench", "--backend", "ref", "--heads", "1", "--seqlen", "1", "--dims", "64", "--models",
+                        "ideal", "--gemm", "1", "--reps", "1", "--no-backward", "--no-causal", NULL};
+    rc = run(b3, out, sizeof out);
+    ok(rc == 0 && strstr(out, "bench: backend ref") && strstr(out, "H=1 S=1, median of 1"),
+       "bench --backend ref --heads 1 --seqlen 1 --gemm 1 --no-backward --no-causal: exit 0 (exit %d)", rc);
+    if (rc)
+        diag("stderr: %s", errtext);
+    expect_table("one token, a 1 x 1 x 1 product", ideal, 1, dims_64, 1, 1, 0, 0);
+
+    cli_finish();
+    return done_testing();
+}
