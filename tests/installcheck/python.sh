@@ -10,9 +10,9 @@
 #   make install DESTDIR=STAGE prefix=DIR, the staged tree then moved to DIR
 #
 # The Makefile gives MAKE, PYTHON, MXFA_SRCDIR, mxfa_builddir, mxfa_prefix,
-# mxfa_pythondir and mxfa_install_dirs (configure's, expanded: every
-# directory make install writes to) and mxfa_instrument_flags (the
-# sanitizer and fuzzer flags the library was built with). Exit status 0
+# mxfa_libdir and mxfa_pythondir (configure's, expanded) and
+# mxfa_instrument_flags (the sanitizer and fuzzer flags the library was
+# built with). Exit status 0
 # when every install passed, or what cannot be done here said SKIP and why;
 # 1 otherwise.
 set -u
@@ -43,17 +43,7 @@ if [ -n "$mxfa_instrument_flags" ]; then
     say "SKIP: libmxfa is built with $mxfa_instrument_flags, which a Python process cannot load"
     exit 0
 fi
-# A prefix given to make moves only the directories configure left under
-# the prefix: the others would be written outside the temporary directory.
-for d in $mxfa_install_dirs; do
-    case $d in
-    "$mxfa_prefix"/*) ;;
-    *)
-        say "SKIP: $d is not under the prefix $mxfa_prefix (configure was given it on its own)"
-        exit 0
-        ;;
-    esac
-done
+lib_rel=${mxfa_libdir#"$mxfa_prefix"/}
 site_rel=${mxfa_pythondir#"$mxfa_prefix"/}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/mxfa-installcheck.XXXXXX") || fail "cannot make a temporary directory"
@@ -66,7 +56,7 @@ unset MXFA_LIBRARY LD_LIBRARY_PATH PYTHONPATH
 # MAKEFLAGS) are left out, so that nothing but the arguments names where
 # the files go.
 install_with() {
-    if ! MAKEFLAGS= MFLAGS= $MAKE -C "$mxfa_builddir" install "$@" > "$work/install.log" 2>&1; then
+    if ! MAKEFLAGS='' MFLAGS='' $MAKE -C "$mxfa_builddir" install "$@" > "$work/install.log" 2>&1; then
         cat "$work/install.log" >&2
         fail "make install $* failed"
     fi
@@ -84,10 +74,22 @@ use_from() {
     say "$out"
 }
 
+# A prefix given to make moves the directories configure made of the
+# prefix, not those it was given on their own (--libdir=/usr/lib64): a
+# staged install shows where the files go before any is written outside
+# the temporary directory.
+install_with DESTDIR="$work/probe" prefix="$work/prefix"
+stray=$(find "$work/probe" ! -type d | grep -v -F "$work/probe$work/prefix/" | head -n 1)
+if [ -n "$stray" ]; then
+    say "SKIP: make install prefix=DIR leaves ${stray#"$work/probe"} where configure put it (its directory was given alone)"
+    exit 0
+fi
+rm -rf "$work/probe"
+
 dir=$work/prefix
 say "make install prefix=$dir"
 install_with DESTDIR= prefix="$dir"
-use_from "$dir" "$dir/lib"
+use_from "$dir" "$dir/$lib_rel"
 
 dir=$work/libdir
 say "make install prefix=$dir libdir=$dir/lib64"
@@ -101,4 +103,4 @@ if grep -F "$work/stage" "$work/stage$dir/$site_rel/mxfa/_paths.py" > /dev/null;
     fail "DESTDIR is written into the installed _paths.py"
 fi
 mv "$work/stage$dir" "$dir"
-use_from "$dir" "$dir/lib"
+use_from "$dir" "$dir/$lib_rel"
