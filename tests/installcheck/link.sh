@@ -53,7 +53,10 @@ fi
 pc_libdir=$("$PKG_CONFIG" --variable=libdir mxfa)
 case $pc_libdir in
 "$mxfa_libdir" | "$DESTDIR$mxfa_libdir") ;;
-*) fail "the installed mxfa.pc names libdir $pc_libdir, the library is in $libdir: run installcheck with configure's directories" ;;
+*)
+    fail "the installed mxfa.pc names libdir $pc_libdir, the library is in $libdir:" \
+        "run installcheck with configure's directories"
+    ;;
 esac
 export MXFA_SRCDIR # prog.c reads the contract vectors from the source tree
 

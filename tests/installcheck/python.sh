@@ -81,7 +81,8 @@ use_from() {
 install_with DESTDIR="$work/probe" prefix="$work/prefix"
 stray=$(find "$work/probe" ! -type d | grep -v -F "$work/probe$work/prefix/" | head -n 1)
 if [ -n "$stray" ]; then
-    say "SKIP: make install prefix=DIR leaves ${stray#"$work/probe"} where configure put it (its directory was given alone)"
+    say "SKIP: make install prefix=DIR leaves ${stray#"$work/probe"} where configure put it" \
+        "(its directory was given alone)"
     exit 0
 fi
 rm -rf "$work/probe"
