@@ -367,22 +367,26 @@ nd3 nd3_of(const mxfa_view_nd &v)
             (int)v.dtype};
 }
 
-// Attention forward runs on Hopper under the sm90-fp8 model; what its
-// kernel does not do yet is refused with the reason.
+// Attention forward runs on Hopper under the sm90 models and on Blackwell
+// under sm100; what a kernel does not do is refused with the reason.
 mxfa_status attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_nd *q, const mxfa_view_nd *k,
                      const mxfa_view_nd *v, const int32_t *cu_q, const int32_t *cu_k, int batch, const mxfa_view_nd *o,
                      const mxfa_view_nd *lse)
 {
-    if (p->model != MXFA_MODEL_SM90_FP8 && p->model != MXFA_MODEL_SM100)
-        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend computes the sm90-fp8 and sm100 models "
-                    "only (use the cpu or ref backend for the others)");
-    const bool blackwell = p->model == MXFA_MODEL_SM100;
-    if (q->shape[2] != 64 && q->shape[2] != 128 && q->shape[2] != 256)
-        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend's kernel takes D = 64, 128 and 256 "
-                    "(got %lld)", (long long)q->shape[2]);
-    if (p->block_m != 128 || p->block_n != 128)
-        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend's kernel has the geometry 128 x 128 "
-                    "(got block_m %d, block_n %d)", p->block_m, p->block_n);
+    if (p->model == MXFA_MODEL_IDEAL)
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend computes the sm90-fp8, sm90-bf16 and sm100 "
+                    "models (ideal is exact arithmetic: use the cpu or ref backend)");
+    const bool blackwell = p->model == MXFA_MODEL_SM100, bf16 = p->model == MXFA_MODEL_SM90_BF16;
+    const int64_t d = q->shape[2];
+    if (d != 64 && d != 128 && d != 256)
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend's kernels take D = 64, 128 and 256 "
+                    "(got %lld)", (long long)d);
+    if (bf16 && (p->block_m != 128 || (p->block_n != 64 && p->block_n != 128)))
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the sm90-bf16 kernel has query tiles of 128 and key tiles of "
+                    "64 or 128 (got block_m %d, block_n %d)", p->block_m, p->block_n);
+    if (!bf16 && (p->block_m != 128 || p->block_n != 128))
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: the cuda backend's %s kernel has the geometry 128 x 128 "
+                    "(got block_m %d, block_n %d)", blackwell ? "sm100" : "sm90-fp8", p->block_m, p->block_n);
     if (blackwell)
         CHECK(need_blackwell(ctx, "attention", "the sm100 kernel needs"));
     else
@@ -401,9 +405,12 @@ mxfa_status attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_n
     a.causal = p->causal != MXFA_CAUSAL_NONE, a.leak_free = p->causal == MXFA_CAUSAL;
     a.p_dynamic = p->p_scale == MXFA_P_DYNAMIC;
     a.softmax_scale = p->softmax_scale;
+    a.block_n = p->block_n;
     bool refused = false;
     a.refused = &refused;
-    const cudaError_t e = blackwell ? launch_attn_fwd_sm100(a, c.stream()) : launch_attn_fwd_sm90(a, c.stream());
+    const cudaError_t e = blackwell ? launch_attn_fwd_sm100(a, c.stream())
+                          : bf16    ? launch_attn_fwd_sm90_bf16(a, c.stream())
+                                    : launch_attn_fwd_sm90(a, c.stream());
     if (e == cudaSuccess && refused)
         return fail(ctx, MXFA_ERR_UNSUPPORTED, "attention: under sm100 with dynamic P, V holds a block with non-zero "
                     "values and a scale below 2^-119, which cannot carry P's factor 2^-8 in the hardware's scale bytes "

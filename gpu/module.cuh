@@ -91,9 +91,13 @@ struct attn_fwd_args {
     int batch, preset;
     bool causal, leak_free, p_dynamic; // leak_free: the causal mask without V scales across the diagonal
     float softmax_scale;
+    int block_n;   // the key tile (the sm90-bf16 kernel takes 64 and 128; the others 128)
     bool *refused; // set by the sm100 kernel's launcher for inputs it cannot take (may be null)
 };
 cudaError_t launch_attn_fwd_sm90(const attn_fwd_args &a, cudaStream_t stream);
+// The same under the sm90-bf16 model (gpu/sm90/fwd_bf16.cu): one fused
+// kernel, D = 64, 128 and 256, key tiles of 64 or 128.
+cudaError_t launch_attn_fwd_sm90_bf16(const attn_fwd_args &a, cudaStream_t stream);
 // The same under the sm100 model (gpu/sm100/attn_fwd.cu), on a Blackwell
 // GPU: every mask, const or dynamic P. With dynamic P, *a.refused is set
 // (and nothing launched) when a block of V is too small to take P's 2^-8.

@@ -499,9 +499,10 @@ static void draw_seqlens(int batch, uint32_t most, int32_t cq[4], int32_t ck[4])
  * inputs, and now and then sequences of up to 1000 tokens; O and LSE byte for byte against the cpu backend, which
  * tests/t-cpu holds to ref bit for bit under every model (ref's exact
  * emulation would take minutes at these sizes). */
-static int attn_case(int trial, int device, char *what, size_t what_len)
+static int attn_case_under(mxfa_model model, int trial, int device, char *what, size_t what_len)
 {
     static const int64_t dims[3] = {64, 128, 256};
+    const int bf16_model = model == MXFA_MODEL_SM90_BF16;
     const int64_t d = dims[rng_below(3)];
     const int longer = rng_below(10) == 0; /* one sequence of up to 1000 tokens: more key tiles than stages */
     const int batch = longer ? 1 : 1 + (int)rng_below(3);
@@ -513,10 +514,16 @@ static int attn_case(int trial, int device, char *what, size_t what_len)
     const int64_t tq = cq[batch], tk = ck[batch];
     mxfa_attn_params p;
     mxfa_attn_params_default(&p);
-    p.model = MXFA_MODEL_SM90_FP8;
+    p.model = model;
     p.preset = (mxfa_preset)rng_below(4);
     p.p_scale = rng_below(2) ? MXFA_P_DYNAMIC : MXFA_P_CONST;
     p.causal = (mxfa_causal)rng_below(3); /* none, leak-free, plain */
+    if (bf16_model)
+        p.block_n = rng_below(2) ? 64 : 128; /* the kernel takes the call's key tile */
+    /* a NaN or Inf in V among the last keys of the first sequence, under a
+     * causal mask: in the tiles where rows skip blocks of keys (the
+     * reference skips them; the kernel must not let 0 x Inf through) */
+    const int v_late = bf16_model && p.causal != MXFA_CAUSAL_NONE && rng_below(4) == 0 && ck[1] > 0;
     /* Q, K and V each fp32 or bf16, most often all the same */
     const mxfa_dtype in = rng_below(2) ? MXFA_BF16 : MXFA_F32, out = rng_below(2) ? MXFA_BF16 : MXFA_F32;
     const int mixed = rng_below(4) == 0;
@@ -532,16 +539,17 @@ static int attn_case(int trial, int device, char *what, size_t what_len)
     /* special: a NaN, +Inf or -Inf in Q, K or V */
     const int special = rng_below(6) == 0 ? 1 + (int)rng_below(3) : 0;
     snprintf(what, what_len,
-             "trial %d: D %lld, %d sequences q (%d, %d, %d) k (%d, %d, %d), Hq %lld, Hkv %d, %s, %s P, %s, "
-             "%s/%s/%s in%s%s%s, %s out, %s memory",
-             trial, (long long)d, batch, cq[1] - cq[0], cq[2] - cq[1], cq[3] - cq[2], ck[1] - ck[0], ck[2] - ck[1],
-             ck[3] - ck[2],
+             "trial %d: %s, D %lld, key tile %d, %d sequences q (%d, %d, %d) k (%d, %d, %d), Hq %lld, Hkv %d, %s, %s P, %s, "
+             "%s/%s/%s in%s%s%s%s, %s out, %s memory",
+             trial, mxfa_model_name(model), (long long)d, p.block_n, batch, cq[1] - cq[0], cq[2] - cq[1],
+             cq[3] - cq[2], ck[1] - ck[0], ck[2] - ck[1], ck[3] - ck[2],
              (long long)hq, hkv, p.causal == MXFA_CAUSAL ? "causal" : p.causal ? "causal-plain" : "no mask",
              p.p_scale ? "dynamic" : "const",
              mxfa_preset_name(p.preset), mxfa_dtype_name(in), mxfa_dtype_name(kin), mxfa_dtype_name(vin),
              far == 1 ? " (tiny)" : far == 2 ? " (tiny in part)" : "",
              layout == PADDED ? " padded heads" : layout == HEAD_MAJOR ? " head-major" : "",
-             special ? " with a NaN or Inf" : "", mxfa_dtype_name(out), device ? "device" : "host");
+             special ? " with a NaN or Inf" : "", v_late ? " with an Inf in V's last keys" : "", mxfa_dtype_name(out),
+             device ? "device" : "host");
     const size_t os = mxfa_dtype_size(out);
     const int64_t dq = (int64_t)view_elems(layout, tq, hq, d) / (tq * hq);
     const int64_t dk = (int64_t)view_elems(layout, tk, hkv, d) / (tk * hkv);
@@ -570,6 +578,11 @@ static int attn_case(int trial, int device, char *what, size_t what_len)
             const mxfa_tensor st = t3_layout(sb, 0, sdt, layout, n0, n1, d);
             poke(sb, sdt, &st, (int64_t)rng_below((uint32_t)n0), (int64_t)rng_below((uint32_t)n1),
                  (int64_t)rng_below((uint32_t)d), 0, sv);
+        }
+        if (v_late) {
+            const int32_t lk = ck[1], back = lk < 96 ? lk : 96;
+            poke(&v, vin, &vv, lk - 1 - (int64_t)rng_below((uint32_t)back), (int64_t)rng_below((uint32_t)hkv),
+                 (int64_t)rng_below((uint32_t)d), 0, rng_below(2) ? INFINITY : NAN);
         }
     }
     buf o[2] = {buf_new((size_t)(tq * hq * d) * os, 0xA5), buf_new((size_t)(tq * hq * d) * os, 0xA5)};
@@ -614,6 +627,18 @@ static int attn_case(int trial, int device, char *what, size_t what_len)
     for (int i = 0; i < 2; i++)
         buf_free(&o[i]), buf_free(&lse[i]);
     return good;
+}
+
+static int attn_case(int trial, int device, char *what, size_t what_len)
+{
+    return attn_case_under(MXFA_MODEL_SM90_FP8, trial, device, what, what_len);
+}
+
+/* The same under sm90-bf16, whose fused kernel takes key tiles of 64 or 128
+ * (the call's block_n). */
+static int attn_bf16_case(int trial, int device, char *what, size_t what_len)
+{
+    return attn_case_under(MXFA_MODEL_SM90_BF16, trial, device, what, what_len);
 }
 
 /* ---- attention backward ---- */
@@ -922,6 +947,8 @@ int main(void)
     if (gpu_is_hopper()) {
         run_cases("gemm under sm90-fp8 and sm90-bf16", gemm_case, 80);
         run_cases_against("attention forward under sm90-fp8 (D = 64, 128, 256)", attn_case, 40, "the cpu backend's");
+        run_cases_against("attention forward under sm90-bf16 (D = 64, 128, 256; key tiles of 64 and 128)", attn_bf16_case, 60,
+                          "the cpu backend's");
         run_cases_against("attention backward under sm90-fp8 and sm90-bf16 (D = 64, 128, 256)", bwd_case, 40,
                           "the cpu backend's");
         big_gemm(MXFA_MODEL_SM90_FP8);

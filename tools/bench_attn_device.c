@@ -2,8 +2,9 @@
  * mxfa bench on a backend with device memory: attention forward and
  * backward at the shapes of the H200 baselines (the scripts of bench/, run
  * on the same machine for the ratios), on bf16 Q, K and V drawn from a
- * standard normal in device memory, under the sm90-fp8 model (sm100 on a
- * Blackwell GPU) with const P. The
+ * standard normal in device memory, under each model the GPU's kernels
+ * compute (sm90-bf16 and sm90-fp8 on Hopper, sm100 on Blackwell; --models
+ * picks) with const P. The
  * quantization of Q, K and V, done inside each call as the kernel needs it,
  * is also timed on its own: the same quantizations through the public API
  * (Q and K as [tokens x H] rows of D, V as [tokens] x [H x D] in col blocks
@@ -99,12 +100,9 @@ static mxfa_status run_one(void *arg)
     return run((attn_bench *)arg);
 }
 
-/* The table of one pass, a row a shape. */
-static int bench_pass(const char *cmd, mxfa_ctx *ctx, int reps, int backward)
+/* The table of one pass under one model, a row a shape. */
+static int bench_pass(const char *cmd, mxfa_ctx *ctx, int reps, mxfa_model model, int backward)
 {
-    int arch = 0;
-    const mxfa_model model =
-        mxfa_device_info(ctx, &arch, NULL, 0) == MXFA_OK && arch == 100 ? MXFA_MODEL_SM100 : MXFA_MODEL_SM90_FP8;
     if (backward)
         printf("\nattention backward, %s, const P, bf16 in and out, device memory "
                "(TFLOP/s: 2.5 times the forward pass's count)\n", mxfa_model_name(model));
@@ -186,8 +184,20 @@ static int bench_pass(const char *cmd, mxfa_ctx *ctx, int reps, int backward)
     return rc;
 }
 
-int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps)
+int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps, const int *models, int nmodels, int backward)
 {
-    int rc = bench_pass(cmd, ctx, reps, 0);
-    return rc ? rc : bench_pass(cmd, ctx, reps, 1);
+    /* by default the models this GPU's kernels compute: sm100 on Blackwell,
+     * sm90-bf16 and sm90-fp8 on Hopper */
+    int arch = 0;
+    const int blackwell = mxfa_device_info(ctx, &arch, NULL, 0) == MXFA_OK && arch == 100;
+    const int hopper_models[2] = {MXFA_MODEL_SM90_BF16, MXFA_MODEL_SM90_FP8}, blackwell_models[1] = {MXFA_MODEL_SM100};
+    if (nmodels == 0) {
+        models = blackwell ? blackwell_models : hopper_models;
+        nmodels = blackwell ? 1 : 2;
+    }
+    int rc = 0;
+    for (int pass = 0; pass < (backward ? 2 : 1) && !rc; pass++)
+        for (int m = 0; m < nmodels && !rc; m++)
+            rc = bench_pass(cmd, ctx, reps, (mxfa_model)models[m], pass);
+    return rc;
 }

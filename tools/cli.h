@@ -72,7 +72,9 @@ int cmd_selftest(int argc, char **argv);
 
 /* mxfa bench on a backend with device memory (tools/bench_device.c). */
 int bench_device(const char *cmd, mxfa_ctx *ctx, int reps);
-/* Its attention forward at the baselines' shapes (tools/bench_attn_device.c). */
-int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps);
+/* Its attention at the baselines' shapes (tools/bench_attn_device.c), under
+ * models[0 .. nmodels - 1] (none: those the GPU's kernels compute), forward
+ * and, with backward, backward. */
+int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps, const int *models, int nmodels, int backward);
 
 #endif

@@ -32,7 +32,9 @@ static const char bench_help[] =
     "cuda: quantization, dequantization and the swizzled layout of a 16384 x 8192\n"
     "matrix in device memory, in GB/s against a device-to-device copy measured in the\n"
     "same run, the block-scaled products at 8192^3, and attention forward and backward\n"
-    "(sm90-fp8) at the shapes of the H200 baselines, whatever the options of sizes.\n"
+    "at the shapes of the H200 baselines, whatever the options of sizes, under the\n"
+    "models the GPU's kernels compute (Hopper: sm90-bf16 and sm90-fp8; Blackwell:\n"
+    "sm100) or those --models names; --no-backward skips the backward pass.\n"
     "  --backend auto|ref|cpu|cuda   (default auto)\n"
     "  --heads H                     (default 4)\n"
     "  --seqlen S                    (default 2048)\n"
@@ -409,6 +411,7 @@ int cmd_bench(int argc, char **argv)
     const char *cmd = "bench", *backend = "auto";
     long heads = 4, seqlen = 2048, gemm_n = 1024, reps = 3;
     int dims[3] = {64, 128, 256}, ndims = 3, models[4] = {0, 1, 2, 3}, nmodels = 4, backward = 1, causal = 1, ch;
+    int models_given = 0;
     optind = 1;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "h", options, NULL)) != -1) {
@@ -438,7 +441,7 @@ int cmd_bench(int argc, char **argv)
             if (strcmp(optarg, "all") == 0)
                 for (nmodels = 0; nmodels < 4; nmodels++)
                     models[nmodels] = nmodels;
-            else if ((nmodels = parse_list(optarg, models, 4, parse_model)) <= 0)
+            else if ((models_given = 1, nmodels = parse_list(optarg, models, 4, parse_model)) <= 0)
                 return cli_usage(cmd, "--models: expected 'all' or a list of ideal, sm100, sm90-fp8, sm90-bf16, got '%s'",
                                  optarg);
             break;
@@ -457,7 +460,7 @@ int cmd_bench(int argc, char **argv)
     if (strcmp(mxfa_backend_name(ctx), "cuda") == 0) { /* device memory: tools/bench_device.c */
         rc = bench_device(cmd, ctx, (int)reps);
         if (!rc)
-            rc = bench_attn_device(cmd, ctx, (int)reps);
+            rc = bench_attn_device(cmd, ctx, (int)reps, models, models_given ? nmodels : 0, backward);
         mxfa_close(ctx);
         return rc;
     }

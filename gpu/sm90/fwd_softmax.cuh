@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The online softmax of the sm90-bf16 attention forward kernel on one key
+// tile, in the registers of the score accumulator: a thread of a consumer
+// warpgroup holds two rows (g and g + 8 of its warp's 16), BN / 4 scores
+// of each, keys 8j + 2t and 8j + 2t + 1 (wgmma_bf16.cuh). The steps and
+// their order are the reference's (cpu/ref/attn_fwd.c, docs/NUMERICS.md,
+// "Attention forward"):
+//   m_new = max(m, fl(max S * c)) (a NaN score: NaN, which does not grow m);
+//   when m grows, alpha = exp2(m - m_new) scales O and the row sums;
+//   P = exp2(min(fma(S, c, fl(8 - m)), 8)) for the keys the row sees, else 0;
+//   the row sum kept as eight partials by key mod 8, each in key order:
+//   this thread's keys are those of partials 2t and 2t + 1, so it keeps
+//   those two a row, and the end combines the quad's in the contract's tree;
+//   P to E4M3 (const: one scale 2^-8; dynamic: rceil a block of 32 keys)
+//   and widened to bf16 (P / 256 exactly, or the code times its scale
+//   rounded once), straight into the A fragments of the P V steps.
+#ifndef MXFA_GPU_SM90_FWD_SOFTMAX_CUH
+#define MXFA_GPU_SM90_FWD_SOFTMAX_CUH
+
+#include "exp2.cuh"
+#include "mx.cuh"
+#include "sm90/wgmma_bf16.cuh"
+
+namespace mxfa_gpu {
+namespace fwd90 {
+
+#ifdef MXFA_SM90_CODE
+
+constexpr float NEG_INF = -__builtin_huge_valf();
+
+__device__ __forceinline__ float max_nan(float a, float b)
+{
+    float d;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+    return d;
+}
+
+__device__ __forceinline__ float min_nan(float a, float b)
+{
+    float d;
+    asm("min.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+    return d;
+}
+
+// A thread's two rows: the running maximum (log2 domain) and the row sum's
+// partials, [row][e] for keys j with j mod 8 = 2t + e.
+struct rows2 {
+    float m[2], part[2][2];
+};
+
+// What one tile's maximum did to the rows.
+struct max_step {
+    float alpha[2];
+    bool grows[2];
+};
+
+// bf16 bits of P's E4M3 code with its block's scale byte, times 2^-8: the
+// code's value, one fp32 multiplication by 2^(scale - 135), then to bf16 at
+// nearest even (the reference's widening of P; const P's scale 0x7F makes it
+// exact). P is never negative; a NaN code gives 0x7FC0.
+__device__ __forceinline__ uint32_t widen_p(uint32_t code, uint32_t scale)
+{
+    if ((code & 0x7Fu) == 0x7Fu)
+        return 0x7FC0u;
+    const uint32_t e = code >> 3 & 0xFu, m = code & 7u;
+    const float v = e ? __uint_as_float((e + 120u) << 23 | m << 20) : __uint_as_float(0x3B000000u) * (float)m; // exact
+    const int k = (int)scale - 135;
+    const float unit = k >= -126 ? __uint_as_float((uint32_t)(k + 127) << 23) : __uint_as_float(1u << (k + 149));
+    return f32_to_bf16(__float_as_uint(__fmul_rn(v, unit)));
+}
+
+// The softmax of one tile. s: the scores (fp32, the accumulator fragment),
+// overwritten; vis[hh]: how many of the tile's keys row hh sees, from its
+// first (the rest are masked: -Inf before the maximum); c: fl(scale *
+// log2 e). pa: the bf16 A fragments of P, one a k16 step. P_DYNAMIC: P in
+// row blocks of 32 keys under the rceil rule, else one scale 2^-8.
+template <int BN, bool MASKED, bool P_DYNAMIC>
+__device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, const int (&vis)[2], float c,
+                                                 uint32_t (&pa)[BN / 16][4])
+{
+    const int t = (int)threadIdx.x % 4;
+    if constexpr (MASKED) {
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++)
+            if (8 * (i / 4) + 2 * t + i % 2 >= vis[(i / 2) % 2])
+                s[i] = NEG_INF;
+    }
+    // the maximum, in any order (max is exact; any NaN makes it NaN)
+    float mx[2] = {NEG_INF, NEG_INF};
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++)
+        mx[(i / 2) % 2] = max_nan(mx[(i / 2) % 2], s[i]);
+    max_step st;
+    float b[2];
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        mx[hh] = max_nan(mx[hh], __shfl_xor_sync(0xFFFFFFFFu, mx[hh], 1));
+        mx[hh] = max_nan(mx[hh], __shfl_xor_sync(0xFFFFFFFFu, mx[hh], 2));
+        const float m_new = max_nan(r.m[hh], __fmul_rn(mx[hh], c));
+        st.grows[hh] = m_new > r.m[hh];
+        st.alpha[hh] = st.grows[hh] ? mx_exp2(__fsub_rn(r.m[hh], m_new)) : 1.0f;
+        if (st.grows[hh])
+            r.m[hh] = m_new;
+        // nothing seen yet (m -Inf): P is 0 wherever the score is -Inf, and a
+        // NaN score stays NaN
+        b[hh] = r.m[hh] == NEG_INF ? NEG_INF : __fsub_rn(8.0f, r.m[hh]);
+#pragma unroll
+        for (int e = 0; e < 2; e++)
+            r.part[hh][e] = st.grows[hh] ? __fmul_rn(r.part[hh][e], st.alpha[hh]) : r.part[hh][e];
+    }
+    // a block of 32 keys (four j, two rows) at a time, so that a block's
+    // scores turn into its P fragments before the next block's exp2: P,
+    // then each partial in key order (j ascending), then P to E4M3 and back
+#pragma unroll
+    for (int kb = 0; kb < BN / 32; kb++) {
+#pragma unroll
+        for (int j = 4 * kb; j < 4 * kb + 4; j++)
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    float &x = s[4 * j + 2 * hh + e];
+                    x = mx_exp2(min_nan(__fmaf_rn(x, c, b[hh]), 8.0f));
+                    r.part[hh][e] = __fadd_rn(r.part[hh][e], x);
+                }
+        uint32_t scale[2] = {0x7Fu, 0x7Fu};
+        float rcp[2] = {1.0f, 1.0f};
+        if constexpr (P_DYNAMIC) {
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                amax_acc acc;
+#pragma unroll
+                for (int j = 4 * kb; j < 4 * kb + 4; j++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++)
+                        acc.add(__float_as_uint(s[4 * j + 2 * hh + e]));
+                acc.reduce(4);
+                const block_rule rule = rule_from_amax(fp8_e4m3(), MXFA_PRESET_RCEIL, acc.amax, acc.nan, acc.inf);
+                scale[hh] = rule.scale, rcp[hh] = e8m0_reciprocal(rule.scale);
+            }
+        }
+#pragma unroll
+        for (int j = 4 * kb; j < 4 * kb + 4; j++)
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                const uint32_t two = (uint32_t)__nv_cvt_float2_to_fp8x2(
+                    make_float2(__fmul_rn(s[4 * j + 2 * hh], rcp[hh]), __fmul_rn(s[4 * j + 2 * hh + 1], rcp[hh])),
+                    __NV_SATFINITE, __NV_E4M3);
+                // keys 8j + 2t, + 1 of row hh: step j / 2, register hh (+ 2 for odd j)
+                pa[j / 2][hh + 2 * (j % 2)] = widen_p(two & 0xFFu, scale[hh]) | widen_p(two >> 8, scale[hh]) << 16;
+            }
+    }
+    return st;
+}
+
+// O (the P V accumulator fragment, N = D) scaled by the tile's alpha where
+// a row's maximum grew (alpha is 1 elsewhere, and O * 1 is O). Always: a
+// branch here would be one that the compiler cannot prove uniform across
+// the warpgroup, around the wgmma's registers.
+template <int D> __device__ __forceinline__ void rescale_o(float (&o)[D / 2], const max_step &st)
+{
+#pragma unroll
+    for (int i = 0; i < D / 2; i++)
+        o[i] = __fmul_rn(o[i], st.alpha[(i / 2) % 2]);
+}
+
+// l of row hh at the end, the contract's tree over the quad's partials:
+// thread t holds partials 2t and 2t + 1 of the row.
+__device__ __forceinline__ float row_sum(const rows2 &r, int hh)
+{
+    const float two = __fadd_rn(r.part[hh][0], r.part[hh][1]);
+    const float four = __fadd_rn(two, __shfl_xor_sync(0xFFFFFFFFu, two, 1));
+    const float eight = __fadd_rn(four, __shfl_xor_sync(0xFFFFFFFFu, four, 2));
+    return __fmul_rn(eight, 0.00390625f);
+}
+
+#endif // MXFA_SM90_CODE
+
+} // namespace fwd90
+} // namespace mxfa_gpu
+
+#endif
