@@ -69,6 +69,22 @@ __device__ __forceinline__ uint32_t widen_p(uint32_t code, uint32_t scale)
     return f32_to_bf16(__float_as_uint(__fmul_rn(v, unit)));
 }
 
+// Const P: a pair of codes (the conversion's, first in the low byte) to
+// the bf16 pair of their values times 2^-8, as widen_p makes them, in five
+// instructions for the two: the conversion to f16 is exact (every E4M3
+// value is a normal f16 with three fraction bits), an f16's bits shifted
+// right by three are the bf16 bits of its value times 2^-112 (a normal bf16
+// too), and one bf16 multiplication by 2^104 is exact. The NaN code comes
+// out finite; a NaN P makes its row's sum NaN, and so the row's output.
+__device__ __forceinline__ uint32_t p_pair_const(uint32_t two)
+{
+    uint32_t h, r;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h) : "h"((uint16_t)two));
+    const uint32_t raw = (h >> 3) & 0x0FFF0FFFu;
+    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(raw), "r"(0x73807380u)); // 2^104 twice
+    return r;
+}
+
 // The softmax of one tile. s: the scores (fp32, the accumulator fragment),
 // overwritten; vis[hh]: how many of the tile's keys row hh sees, from its
 // first (the rest are masked: -Inf before the maximum); c: fl(scale *
@@ -147,7 +163,9 @@ __device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, c
                     make_float2(__fmul_rn(s[4 * j + 2 * hh], rcp[hh]), __fmul_rn(s[4 * j + 2 * hh + 1], rcp[hh])),
                     __NV_SATFINITE, __NV_E4M3);
                 // keys 8j + 2t, + 1 of row hh: step j / 2, register hh (+ 2 for odd j)
-                pa[j / 2][hh + 2 * (j % 2)] = widen_p(two & 0xFFu, scale[hh]) | widen_p(two >> 8, scale[hh]) << 16;
+                pa[j / 2][hh + 2 * (j % 2)] = P_DYNAMIC ? widen_p(two & 0xFFu, scale[hh]) |
+                                                              widen_p(two >> 8, scale[hh]) << 16
+                                                        : p_pair_const(two);
             }
     }
     return st;
