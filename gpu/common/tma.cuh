@@ -97,6 +97,13 @@ __device__ __forceinline__ void named_sync(uint32_t id, uint32_t count)
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 
+// An arrival at named barrier `id` (of `count` threads, those that wait at
+// it with named_sync and those that arrive), without waiting.
+__device__ __forceinline__ void named_arrive(uint32_t id, uint32_t count)
+{
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
 #endif // sm_90a, sm_100a
 
 // ---- host side ----

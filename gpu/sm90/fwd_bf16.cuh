@@ -339,9 +339,9 @@ __global__ void __launch_bounds__(THREADS, 1)
 
     if (nkt > 0) {
         bar_wait(&sh.q_full, 0);
-        scores(0);
-        softmax(0, pa[0]); // O is zero: nothing to rescale
         if constexpr (CAREFUL || !cf::OVERLAP) {
+            scores(0);
+            softmax(0, pa[0]); // O is zero: nothing to rescale
             // a tile at a time: P V of tile j - 1, S of tile j, its softmax
             for (int j = 1; j < nkt; j++) {
                 pv(j - 1, pa[0]);
@@ -353,16 +353,23 @@ __global__ void __launch_bounds__(THREADS, 1)
         } else {
             // Tile j's S issued with tile j - 1's P V right behind it (P in
             // pprev), the softmax of S (into pset) while the P V runs; then O
-            // rescaled for tile j.
+            // rescaled for tile j. The two warpgroups take turns to issue
+            // (ping-pong), so that one's softmax runs while the other's
+            // products do: a turn is waited for before each issue and handed
+            // over after it, warpgroup 0 first.
+            auto my_turn = [&] { named_sync(BAR_TURN0 + wg, 256); };
+            auto hand_over = [&] { named_arrive(BAR_TURN0 + (1 - wg), 256); };
             auto step = [&](int j, uint32_t(&pset)[BN / 16][4], const uint32_t(&pprev)[BN / 16][4]) {
                 const int stage = j % STAGES, prev = (j - 1) % STAGES;
                 bar_wait(&sh.k_full[stage], (j / STAGES) & 1);
                 bar_wait(&sh.v_full[prev], ((j - 1) / STAGES) & 1);
+                my_turn();
                 wgmma_fence();
                 issue_s<D, BN>(s, sh, stage, wg);
                 wgmma_commit();
                 issue_pv<D, BN>(o, pprev, sh, prev);
                 wgmma_commit();
+                hand_over();
                 wgmma_wait<1>();
                 fence_regs(s);
                 bar_arrive(&sh.k_empty[stage]);
@@ -373,6 +380,33 @@ __global__ void __launch_bounds__(THREADS, 1)
                 bar_arrive(&sh.v_empty[prev]);
                 rescale_o<D>(o, st);
             };
+            // the last P V, in its turn; warpgroup 1's is the last turn of all
+            auto last_pv = [&](int j, const uint32_t(&pset)[BN / 16][4]) {
+                const int stage = j % STAGES;
+                bar_wait(&sh.v_full[stage], (j / STAGES) & 1);
+                my_turn();
+                wgmma_fence();
+                issue_pv<D, BN>(o, pset, sh, stage);
+                wgmma_commit();
+                if (wg == 0)
+                    hand_over();
+                wgmma_wait<0>();
+                fence_regs(o);
+                hold_fragments(pset);
+                bar_arrive(&sh.v_empty[stage]);
+            };
+            if (wg == 1)
+                hand_over(); // warpgroup 0 takes the first turn
+            bar_wait(&sh.k_full[0], 0);
+            my_turn();
+            wgmma_fence();
+            issue_s<D, BN>(s, sh, 0, wg);
+            wgmma_commit();
+            hand_over();
+            wgmma_wait<0>();
+            fence_regs(s);
+            bar_arrive(&sh.k_empty[0]);
+            softmax(0, pa[0]); // O is zero: nothing to rescale
             int j = 1;
             for (; j + 1 < nkt; j += 2) { // two tiles a round, so that the P sets are named when compiling
                 step(j, pa[1], pa[0]);
@@ -380,9 +414,9 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
             if (j < nkt) {
                 step(j, pa[1], pa[0]);
-                pv(j, pa[1]);
+                last_pv(j, pa[1]);
             } else {
-                pv(j - 1, pa[0]);
+                last_pv(j - 1, pa[0]);
             }
         }
     }

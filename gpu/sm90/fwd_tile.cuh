@@ -60,9 +60,10 @@ __host__ __device__ inline q_tile make_q_tile(int r0, int lq, int lk, bool causa
     return t;
 }
 
-// The named barriers of the kernel (0 is __syncthreads'): one a consumer
-// warpgroup, for its own 128 threads.
-enum fwd_barrier : uint32_t { BAR_WG0 = 1, BAR_WG1 = 2 };
+// The named barriers of the kernel (0 is __syncthreads'): the consumer
+// warpgroups' turns to issue their products (ping-pong: 256 threads each,
+// one warpgroup waiting, the other arriving).
+enum fwd_barrier : uint32_t { BAR_TURN0 = 1, BAR_TURN1 = 2 };
 
 } // namespace fwd90
 } // namespace mxfa_gpu
