@@ -52,14 +52,28 @@ int usable(char *why, size_t why_len)
         snprintf(why, why_len, "cannot query CUDA device: %s", cudaGetErrorString(e));
         return 0;
     }
-    // the module carries sm_90a and sm_100a code; an "a" target runs on its
-    // own compute capability only
-    if (!((major == 9 && minor == 0) || (major == 10 && minor == 0))) {
-        snprintf(why, why_len, "device %d has compute capability %d.%d; this build has code for 9.0 (Hopper) and "
-                 "10.0 (Blackwell)", dev, major, minor);
-        return 0;
-    }
-    return 1;
+    // the module carries sm_90a and sm_100a code, or one of them
+    // (configure --with-cuda-arch); an "a" target runs on its own compute
+    // capability only
+#ifdef MXFA_BUILT_SM90a
+    if (major == 9 && minor == 0)
+        return 1;
+#endif
+#ifdef MXFA_BUILT_SM100a
+    if (major == 10 && minor == 0)
+        return 1;
+#endif
+    const char *built =
+#if defined(MXFA_BUILT_SM90a) && defined(MXFA_BUILT_SM100a)
+        "9.0 (Hopper) and 10.0 (Blackwell)";
+#elif defined(MXFA_BUILT_SM90a)
+        "9.0 (Hopper) only (configure --with-cuda-arch)";
+#else
+        "10.0 (Blackwell) only (configure --with-cuda-arch)";
+#endif
+    snprintf(why, why_len, "device %d has compute capability %d.%d; this build has code for %s", dev, major, minor,
+             built);
+    return 0;
 }
 
 mxfa_status open_ctx(mxfa_ctx *ctx)

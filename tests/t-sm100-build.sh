@@ -31,7 +31,7 @@ for k in $kernels; do
     want=$(echo "${k#*:}" | tr ',' ' ')
     obj="$top/gpu/sm100/$f.o"
     n=$((n + 1))
-    if [ -s "$obj.ptxas" ] && [ -s "$obj" ]; then
+    if [ -s "$obj.ptxas" ] && [ -s "$obj" ] && grep -q "sm_100a" "$obj.ptxas"; then
         cp "$obj.ptxas" "$tmp/$f.log"
         echo "ok $n - gpu/sm100/$f.cu compiled for sm_100a by the build (its ptxas report)"
     elif $NVCC -gencode=arch=compute_100a,code=sm_100a -fmad=false -O3 -std=c++17 -Xptxas -v \

@@ -23,7 +23,7 @@ echo "1..22"
 n=0
 for f in $files; do
     n=$((n + 1))
-    if [ -s "$top/gpu/sm90/$f.o.ptxas" ]; then
+    if [ -s "$top/gpu/sm90/$f.o.ptxas" ] && grep -q "sm_90a" "$top/gpu/sm90/$f.o.ptxas"; then
         cp "$top/gpu/sm90/$f.o.ptxas" "$tmp/$f.log"
         echo "ok $n - gpu/sm90/$f.cu compiled for sm_90a by the build (its ptxas report)"
     elif ! $NVCC -gencode=arch=compute_90a,code=sm_90a -fmad=false -O3 -std=c++17 -Xptxas -v \
