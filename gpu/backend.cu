@@ -334,6 +334,10 @@ mxfa_status need_blackwell(mxfa_ctx *ctx, const char *op, const char *needs)
         e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
     if (e != cudaSuccess)
         return cuda_fail(ctx, e, op);
+    if (major == 9 && minor == 0)
+        return fail(ctx, MXFA_ERR_UNSUPPORTED, "%s: %s a Blackwell GPU of compute capability 10.0 (tcgen05); this "
+                    "device is a Hopper GPU (9.0), whose fast model is sm90-bf16: its arithmetic error, like sm100's, "
+                    "is negligible beside the quantization's (docs/NUMERICS.md)", op, needs);
     if (major != 10 || minor != 0)
         return fail(ctx, MXFA_ERR_UNSUPPORTED, "%s: %s a Blackwell GPU of compute capability 10.0 (tcgen05); this "
                     "device has %d.%d", op, needs, major, minor);
