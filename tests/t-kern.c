@@ -2,10 +2,11 @@
  * White-box checks of the cpu backend's vector kernels that the
  * attention tests reach too rarely to trust, on every instruction set this
  * CPU runs: the E4M3 decoder against the decoding table, code by code, and
- * the softmax's exp2 against mxfa_exp2. The reduction
- * n = floor(x + 1/2) is where a vector form can go wrong, so the sweep
- * covers every input exactly halfway between integers and its neighbours
- * a few ulps away, the bounds of the range (-127 to -126, 127 to 128),
+ * the softmax's exp2 against mxfa_exp2. The reduction (x rounded to an
+ * integer n, ties to even) and 2^n made from the bits are where a vector
+ * form can go wrong, so the sweep covers every input exactly halfway
+ * between integers and its neighbours a few ulps away, the bounds of the
+ * range (-127 to -126, 127 to 128),
  * signed zeros, subnormals, infinities and NaNs, and a strided sweep over
  * every fp32 input (every one with MXFA_CHECK_EXPENSIVE=1). Linked
  * statically: the kernel tables are not part of the library's interface.

@@ -286,14 +286,6 @@ __device__ __forceinline__ bool normal_products(float lo_a, float hi_a, float lo
 {
     return __fmul_rn(lo_a, lo_b) >= 0x1p-126f && __fmul_rn(hi_a, hi_b) <= 0x1p127f;
 }
-
-// max that returns NaN when either input is NaN (the reference's row scan)
-__device__ __forceinline__ float fmax_nan(float a, float b)
-{
-    float d;
-    asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
-    return d;
-}
 #endif // MXFA_SM90_CODE
 
 struct attn_out {
