@@ -885,17 +885,27 @@ static inline v16sf exp2_16(v16sf x)
     return (v16sf)sel16(x != x, (v16su)x, (v16su)r);
 }
 
-static void softmax_p(const float *x, int n, float m, float *p)
+/* min(z, 8) that keeps a NaN */
+static inline float cap_exponent(float z)
+{
+    return z > 8.0f ? 8.0f : z;
+}
+
+static void softmax_p(const uint32_t *s, int nvis, int n, float c, float b, float *p)
 {
     int j = 0;
-    for (; j + 16 <= n; j += 16) {
+    for (; j + 16 <= nvis; j += 16) {
         v16sf v;
-        memcpy(&v, x + j, 64);
-        v16su r = sel16((v16si)(v == -INFINITY), (v16su){0}, (v16su)exp2_16((v - m) + 8.0f));
+        memcpy(&v, s + j, 64);
+        v16sf z = fma16(v, (v16sf){0} + c, (v16sf){0} + b);
+        z = (v16sf)sel16(z > 8.0f, (v16su)((v16sf){0} + 8.0f), (v16su)z);
+        v16sf r = exp2_16(z);
         memcpy(p + j, &r, 64);
     }
+    for (; j < nvis; j++)
+        p[j] = exp2_lane(cap_exponent(fmaf(f32_from_bits(s[j]), c, b)));
     for (; j < n; j++)
-        p[j] = x[j] == -INFINITY ? 0.0f : exp2_lane((x[j] - m) + 8.0f);
+        p[j] = 0.0f;
 }
 
 static void exp2v(const float *x, int n, float *p)
@@ -1267,10 +1277,9 @@ static int decode_e4m3(const uint8_t *codes, int n, double *v, uint16_t *e, uint
     return any;
 }
 
-/* A row's scores x = S c for its nvis visible keys, -Inf for the rest of
- * n, and the new running maximum: NaN if a score is NaN, else the largest
- * of m and the scores. */
-static float scores(const uint32_t *s, int nvis, int n, float c, float m, float *x)
+/* The running maximum over a row's scores x = S c of its nvis visible
+ * keys: NaN if a score is NaN, else the largest of m and the scores. */
+static float row_max(const uint32_t *s, int nvis, float c, float m)
 {
     v16sf mx = (v16sf){0} + m;
     v16si nan = {0};
@@ -1279,7 +1288,6 @@ static float scores(const uint32_t *s, int nvis, int n, float c, float m, float 
         v16sf v;
         memcpy(&v, s + j, sizeof v);
         v *= c;
-        memcpy(x + j, &v, sizeof v);
         nan |= v != v;
         v16si take = v > mx;
         mx = (v16sf)sel16i(take, (v16si)v, (v16si)mx);
@@ -1291,13 +1299,11 @@ static float scores(const uint32_t *s, int nvis, int n, float c, float m, float 
         r = mx[l] > r ? mx[l] : r;
     }
     for (; j < nvis; j++) {
-        x[j] = f32_from_bits(s[j]) * c;
-        any_nan |= x[j] != x[j];
-        r = x[j] > r ? x[j] : r;
+        float x = f32_from_bits(s[j]) * c;
+        any_nan |= x != x;
+        r = x > r ? x : r;
     }
-    for (; j < n; j++)
-        x[j] = -INFINITY;
     return any_nan ? NAN : r;
 }
 
-const cpu_kernels KERN_NAME = {KERN_ISA, dot, combine, fix, lsb_bound, scores, softmax_p, exp2v, encode, decode_e4m3, quantize_rows, quantize_blocks};
+const cpu_kernels KERN_NAME = {KERN_ISA, dot, combine, fix, lsb_bound, row_max, softmax_p, exp2v, encode, decode_e4m3, quantize_rows, quantize_blocks};
