@@ -908,17 +908,17 @@ static void softmax_p(const uint32_t *s, int nvis, int n, float c, float b, floa
         p[j] = 0.0f;
 }
 
-static void exp2v(const float *x, int n, float *p)
+static void exp2_fma(const uint32_t *s, int n, float c, float b, float *p)
 {
     int j = 0;
     for (; j + 16 <= n; j += 16) {
         v16sf v;
-        memcpy(&v, x + j, 64);
-        v16sf r = exp2_16(v);
+        memcpy(&v, s + j, 64);
+        v16sf r = exp2_16(fma16(v, (v16sf){0} + c, (v16sf){0} + b));
         memcpy(p + j, &r, 64);
     }
     for (; j < n; j++)
-        p[j] = exp2_lane(x[j]);
+        p[j] = exp2_lane(fmaf(f32_from_bits(s[j]), c, b));
 }
 
 /*
@@ -1306,4 +1306,4 @@ static float row_max(const uint32_t *s, int nvis, float c, float m)
     return any_nan ? NAN : r;
 }
 
-const cpu_kernels KERN_NAME = {KERN_ISA, dot, combine, fix, lsb_bound, row_max, softmax_p, exp2v, encode, decode_e4m3, quantize_rows, quantize_blocks};
+const cpu_kernels KERN_NAME = {KERN_ISA, dot, combine, fix, lsb_bound, row_max, softmax_p, exp2_fma, encode, decode_e4m3, quantize_rows, quantize_blocks};

@@ -109,8 +109,9 @@ typedef struct cpu_kernels {
     /* P of a row (cpu/ref/attn_fwd.c): mxfa_exp2(min(fma(S[j], c, b), 8))
      * for the first nvis of n keys, 0 for the others. */
     void (*softmax_p)(const uint32_t *s, int nvis, int n, float c, float b, float *p);
-    /* p[j] = mxfa_exp2(x[j]) */
-    void (*exp2)(const float *x, int n, float *p);
+    /* The backward's P (cpu/ref/attn_bwd.c): mxfa_exp2(fma(S[j], c, b)) for
+     * n keys. */
+    void (*exp2_fma)(const uint32_t *s, int n, float c, float b, float *p);
     /* fp8 codes of n fp32 values of one block under its rule (as
      * mxfa_ref_encode_element). */
     void (*encode)(const fp8_format *fmt, const mxfa_block_rule *rule, const uint32_t *x, int n, uint8_t *out);
