@@ -22,10 +22,11 @@
 // promotion: a bare fma where the tiles' scale ranges allow it), the
 // online softmax with the library's exp2, the row sums as the reference's
 // eight partials (a thread holds keys 8j + 2t and 8j + 2t + 1 of its two
-// rows, so it keeps partials 2t and 2t + 1 of each, and the quad combines
-// them at the end), P quantized in registers, and O += P V block by block
-// (wgmma k32 with P from registers, then the promotion). Products go
-// through two partials, one promoted while the next runs.
+// rows, so it keeps partials 2t and 2t + 1 of each, in shared memory
+// between tiles, and the quad combines them at the end), P quantized in
+// registers, and O += P V block by block (wgmma k32 with P from registers,
+// then the promotion). Products go through two partials, one promoted while
+// the next runs.
 //
 // It takes D = 64 (Q and K in 64-byte swizzle), 128 and 256 (two 128-byte
 // panels; S made 64 keys at a time, one K and V stage), no mask, the plain
@@ -110,6 +111,11 @@ template <int D, bool LEAK> struct __align__(1024) attn_shared {
     // (written and read by it alone: no barrier), [I][thread] against bank
     // conflicts
     float s_stash[D == 256 ? NC : 1][D == 256 ? 32 : 1][128];
+    // the row sums' partials 2t and 2t + 1 of a thread's two rows
+    // (cpu/ref/attn_fwd.c), [2 hh + e][thread]: each thread's own (no
+    // barrier), kept here between tiles so that they take no registers
+    // beside O's (at D = 256, with them in registers, ptxas spilled)
+    float lsum[NC][4][128];
     scale_range krange[STAGES<D>], vrange[STAGES<D>]; // the stage's K and V scale ranges
     uint64_t q_full, full[STAGES<D>], empty[STAGES<D>];
     alignas(1024) uint16_t vbf[LEAK ? STAGES<D> : 1][2][LEAK ? D * 64 : 8];
@@ -401,8 +407,9 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
     const int row0 = wg * 64 + w * 16 + g;    // the tile rows of this thread: row0 and row0 + 8
     const int lim[2] = {limit(r0 + row0), limit(r0 + row0 + 8)};
     float m[2] = {NEG_INF, NEG_INF};
-    // the row sums' partials 2t and 2t + 1 of each row (cpu/ref/attn_fwd.c)
-    float lsum[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        sh.lsum[wi][k][tid] = 0.0f;
     float o[D / 2];
 #pragma unroll
     for (int i = 0; i < D / 2; i++)
@@ -521,7 +528,8 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
         // wins, as in the reference's scan); a tile the thread's rows see
         // whole needs no test
         const bool whole = c0 + BN - 1 <= lim_min;
-        int see[2] = {BN, BN}; // the number of the tile's keys each row sees
+        // whether element i's key is one its row sees (outside a whole tile)
+        auto sees = [&](int i) { return c0 + x_key(i) <= lim[(i / 2) % 2]; };
         float mx[2] = {NEG_INF, NEG_INF};
         if (whole) {
 #pragma unroll
@@ -529,14 +537,8 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
                 mx[(i / 2) % 2] = fmax_nan(mx[(i / 2) % 2], __fmul_rn(x[i], c));
         } else {
 #pragma unroll
-            for (int hh = 0; hh < 2; hh++) {
-                const int last = lim[hh];
-                see[hh] = last < c0 ? 0 : last - c0 >= BN ? BN : (int)(last - c0) + 1;
-            }
-#pragma unroll
             for (int i = 0; i < 64; i++)
-                mx[(i / 2) % 2] =
-                    fmax_nan(mx[(i / 2) % 2], x_key(i) < see[(i / 2) % 2] ? __fmul_rn(x[i], c) : NEG_INF);
+                mx[(i / 2) % 2] = fmax_nan(mx[(i / 2) % 2], sees(i) ? __fmul_rn(x[i], c) : NEG_INF);
         }
         bool vis[2], grew[2];
         float alpha[2] = {1.0f, 1.0f};
@@ -574,24 +576,22 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
         } else {
 #pragma unroll
             for (int i = 0; i < 64; i++)
-                x[i] = x_key(i) < see[(i / 2) % 2] ? p_of(i) : 0.0f;
+                x[i] = sees(i) ? p_of(i) : 0.0f;
         }
 
-        // the row sums: the partials scaled by alpha (1 where the max did
-        // not grow: L * 1 is L), then the tile's P added, key 8q + 2t + e
-        // into partial e, in key order
+        // the row sums: each partial scaled by alpha (1 where the max did
+        // not grow: L * 1 is L), then the tile's P added, key 8q + 2t + e of
+        // row hh into partial 2 hh + e, in key order
 #pragma unroll
         for (int hh = 0; hh < 2; hh++)
 #pragma unroll
-            for (int e = 0; e < 2; e++)
-                lsum[hh][e] = __fmul_rn(lsum[hh][e], alpha[hh]);
+            for (int e = 0; e < 2; e++) {
+                float part = __fmul_rn(sh.lsum[wi][2 * hh + e][tid], alpha[hh]);
 #pragma unroll
-        for (int q = 0; q < BN / 8; q++)
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++)
-#pragma unroll
-                for (int e = 0; e < 2; e++)
-                    lsum[hh][e] = __fadd_rn(lsum[hh][e], x[4 * q + 2 * hh + e]);
+                for (int q = 0; q < BN / 8; q++)
+                    part = __fadd_rn(part, x[4 * q + 2 * hh + e]);
+                sh.lsum[wi][2 * hh + e][tid] = part;
+            }
 
         // P to E4M3 (const: scale 2^0, the -8 at the promotion; dynamic: the
         // rceil rule per row and 32 keys), as the A fragments of the four
@@ -830,7 +830,7 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
     float l[2];
 #pragma unroll
     for (int hh = 0; hh < 2; hh++) {
-        float v = __fadd_rn(lsum[hh][0], lsum[hh][1]);
+        float v = __fadd_rn(sh.lsum[wi][2 * hh][tid], sh.lsum[wi][2 * hh + 1][tid]);
         v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, 1));
         v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, 2));
         l[hh] = __fmul_rn(v, 0.00390625f);
