@@ -457,7 +457,7 @@ MXFA_API mxfa_status mxfa_mma_chain(mxfa_ctx *ctx, mxfa_instr instr, const mxfa_
  * operations in a fixed order, fixed polynomials with explicit fma).
  * exp2: a degree-3 polynomial times 2^n, n = x rounded to an integer;
  * exp2(0) is 0.99993 (C0 in docs/NUMERICS.md), not 1; +Inf for x >= 127.5,
- * subnormal for x in [-126.5, -126), +0 below, NaN for NaN. log2: -Inf for
+ * +0 for x < -126.5, subnormal results below 2^-126 kept, NaN for NaN. log2: -Inf for
  * +-0, NaN for negative x and NaN, +Inf for +Inf. Their definitions and
  * measured accuracy are in docs/NUMERICS.md.
  */

@@ -32,7 +32,7 @@ static const uint32_t log2_coef[5] = {0x4038AA3Bu, 0x3F76384Fu, 0x3F13BB63u, 0x3
  *       9 bits of bits(t) are n mod 512, so s = 2^n for -126 <= n <= 127,
  *       +0 for n = -127 and +Inf for n = 128
  *   exp2(x) = fl(p * s), one rounding to nearest even; subnormal results
- *   are kept (x in [-126.5, -126)), x < -126.5 gives +0, x >= 127.5 +Inf.
+ *   are kept, x < -126.5 gives +0, x >= 127.5 +Inf.
  */
 MXFA_API float mxfa_exp2(float x)
 {
