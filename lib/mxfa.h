@@ -453,11 +453,13 @@ MXFA_API mxfa_status mxfa_mma_chain(mxfa_ctx *ctx, mxfa_instr instr, const mxfa_
 /* The softmax's exp2 and log2                                         */
 
 /*
- * The library's own exp2 and log2, bit-identical on every backend (integer
- * range reduction, a fixed polynomial with explicit fma). exp2: +Inf for
- * x >= 128, +0 for x < -126 (results below 2^-126 are flushed to +0), NaN
- * for NaN. log2: -Inf for +-0, NaN for negative x and NaN, +Inf for +Inf.
- * Their measured accuracy is in docs/NUMERICS.md.
+ * The library's own exp2 and log2, bit-identical on every backend (fp32
+ * operations in a fixed order, fixed polynomials with explicit fma).
+ * exp2: a degree-3 polynomial times 2^n, n = x rounded to an integer;
+ * exp2(0) is 0.99993 (C0 in docs/NUMERICS.md), not 1; +Inf for x >= 127.5,
+ * +0 for x < -126.5, subnormal results below 2^-126 kept, NaN for NaN. log2: -Inf for
+ * +-0, NaN for negative x and NaN, +Inf for +Inf. Their definitions and
+ * measured accuracy are in docs/NUMERICS.md.
  */
 MXFA_API float mxfa_exp2(float x);
 MXFA_API float mxfa_log2(float x);

@@ -358,7 +358,7 @@ static void check_square_reuse(void)
         for (int64_t e = 0; e < D; e++)
             delta += p.dout[i * D + e] * p.o[i * D + e];
         for (int64_t j = 0; j < S; j++) {
-            pf[i * S + j] = mxfa_exp2(s[i * S + j] * (scale * log2e) - lse2);
+            pf[i * S + j] = mxfa_exp2(fmaf(s[i * S + j], scale * log2e, -lse2)); /* one rounding */
             pd[i * S + j] = mxfa_f32_to_e4m3(pf[i * S + j] * 256.0f, MXFA_SATFINITE);
             ds[i * S + j] = pf[i * S + j] * (dp[i * S + j] - delta);
         }

@@ -2,13 +2,15 @@
  * White-box checks of the cpu backend's vector kernels that the
  * attention tests reach too rarely to trust, on every instruction set this
  * CPU runs: the E4M3 decoder against the decoding table, code by code, and
- * the softmax's exp2 against mxfa_exp2. The reduction
- * n = floor(x + 1/2) is where a vector form can go wrong, so the sweep
- * covers every input exactly halfway between integers and its neighbours
- * a few ulps away, the bounds of the range (-127 to -126, 127 to 128),
- * signed zeros, subnormals, infinities and NaNs, and a strided sweep over
- * every fp32 input (every one with MXFA_CHECK_EXPENSIVE=1). Linked
- * statically: the kernel tables are not part of the library's interface.
+ * the softmax's P, exp2 of fma(S, c, b) (capped at 8 in the forward pass),
+ * against mxfa_exp2 of the same. The reduction (x rounded to an integer n,
+ * ties to even) and 2^n made from the bits are where a vector form can go
+ * wrong, so the sweep covers every input exactly halfway between integers
+ * and its neighbours a few ulps away, the bounds of the range (-127 to
+ * -126, 127 to 128), signed zeros, subnormals, infinities and NaNs, and a
+ * strided sweep over every fp32 input (every one with
+ * MXFA_CHECK_EXPENSIVE=1). Linked statically: the kernel tables are not
+ * part of the library's interface.
  */
 #include <math.h>
 
@@ -26,19 +28,32 @@ typedef struct sweep {
     uint32_t first_wrong;
 } sweep;
 
+/* min(z, 8) that keeps a NaN, as the softmax caps its exponent */
+static float cap8(float z)
+{
+    return z > 8.0f ? 8.0f : z;
+}
+
 static void flush(const cpu_kernels *k, sweep *s)
 {
-    float p[CHUNK], q[CHUNK];
-    k->exp2(s->x, s->n, p);
-    /* the softmax form: P = exp2((x - m) + 8) with m = 8, -Inf to 0 */
-    k->softmax_p(s->x, s->n, 8.0f, q);
-    for (int i = 0; i < s->n; i++) {
-        float want = mxfa_exp2(s->x[i]);
-        float want_p = s->x[i] == -INFINITY ? 0.0f : mxfa_exp2((s->x[i] - 8.0f) + 8.0f);
-        if (bits_of(p[i]) != bits_of(want) || bits_of(q[i]) != bits_of(want_p)) {
-            if (!s->wrong)
-                s->first_wrong = bits_of(s->x[i]);
-            s->wrong++;
+    /* the inputs as S of the backward's P = exp2(fma(S, c, b)) and the
+     * forward's P = exp2(min(fma(S, c, b), 8)): with c = 1, b = 0 the
+     * inputs themselves (-0 aside), and with a scale and offset as a row of
+     * attention has them; three keys past nvis get P = 0 */
+    static const float cb[2][2] = {{1.0f, 0.0f}, {0.18033688f, 5.75f}};
+    float p[CHUNK], q[CHUNK + 3];
+    uint32_t sb[CHUNK];
+    for (int i = 0; i < s->n; i++)
+        sb[i] = bits_of(s->x[i]);
+    for (int v = 0; v < 2; v++) {
+        k->exp2_fma(sb, s->n, cb[v][0], cb[v][1], p);
+        k->softmax_p(sb, s->n, s->n + 3, cb[v][0], cb[v][1], q);
+        for (int i = 0; i < s->n + 3; i++) {
+            float z = i < s->n ? fmaf(s->x[i], cb[v][0], cb[v][1]) : 0.0f;
+            float want = i < s->n ? mxfa_exp2(cap8(z)) : 0.0f;
+            int bad = bits_of(q[i]) != bits_of(want) || (i < s->n && bits_of(p[i]) != bits_of(mxfa_exp2(z)));
+            if (bad && !s->wrong++)
+                s->first_wrong = i < s->n ? sb[i] : 0;
         }
     }
     s->checked += (uint64_t)s->n;
@@ -77,7 +92,7 @@ static void check_exp2(const cpu_kernels *k)
     for (uint64_t b = 0; b <= 0xFFFFFFFFu; b += step)
         add(k, &s, f32_of((uint32_t)b));
     flush(k, &s);
-    if (!ok(s.wrong == 0, "%s: exp2 and the softmax's P equal mxfa_exp2 on %" PRIu64 " inputs", k->name, s.checked))
+    if (!ok(s.wrong == 0, "%s: the softmax's P (forward and backward) equal mxfa_exp2's on %" PRIu64 " inputs", k->name, s.checked))
         diag("%" PRIu64 " differ, the first at x = 0x%08" PRIx32, s.wrong, s.first_wrong);
 }
 

@@ -208,7 +208,7 @@ static int tile(bwd_kv *job, int64_t r0, int64_t nr, int64_t c0)
         job->diag[b0 / 32] = p->causal == MXFA_CAUSAL && kb0 < lk && lim_first < klast && lim_last >= kb0;
     }
     /* S (D-block by D-block; diagonal key blocks with bf16 operands), then
-     * P = exp2(S c - LSE log2 e) where visible */
+     * P = exp2(fma(S, c, -LSE log2 e)) where visible */
     memset(job->acc, 0, (size_t)(nr * bnp) * 4);
     for (int64_t b0 = 0; b0 < nk; b0 += 32)
         for (int64_t e0 = 0; e0 < d; e0 += 32) {
@@ -224,14 +224,12 @@ static int tile(bwd_kv *job, int64_t r0, int64_t nr, int64_t c0)
         int64_t i = r0 + r, lim = key_limit(job, i);
         if (job->lse[i] == -INFINITY)
             continue;
-        float lse2 = job->lse[i] * job->log2e, *pr = &job->pf[r * bn];
+        float lse2 = job->lse[i] * job->log2e;
         int64_t n = lim + 1 - c0; /* visible keys: [c0, lim] within the sequence */
         n = n < nk ? n : nk;
         if (n <= 0)
             continue;
-        for (int64_t j = 0; j < n; j++)
-            pr[j] = f32_from_bits(job->acc[r * bnp + j]) * job->c - lse2;
-        kern->exp2(pr, (int)n, pr);
+        kern->exp2_fma(&job->acc[r * bnp], (int)n, job->c, -lse2, &job->pf[r * bn]);
     }
     /* P quantized: const E4M3(P * 256) under 2^-8, or dynamic square blocks;
      * P^T is the A side of dV += P^T dO */

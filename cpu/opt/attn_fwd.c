@@ -98,14 +98,14 @@ typedef struct tile_ws {
     int *sq, *sp, *zero;
     uint8_t *fq, *fp, *fpbf, *active, *row_on;
     uint32_t *s, *o, *pbits;
-    float *x, *m, *l;
+    float *m, *l; /* l: MXFA_ROW_PARTIALS partial sums a row */
 } tile_ws;
 
 static void ws_free(tile_ws *w)
 {
     fx_free(&w->q), fx_free(&w->p), fx_free(&w->pbf);
     free(w->sq), free(w->sp), free(w->zero), free(w->fq), free(w->fp), free(w->fpbf), free(w->active), free(w->row_on);
-    free(w->s), free(w->o), free(w->pbits), free(w->x), free(w->m), free(w->l);
+    free(w->s), free(w->o), free(w->pbits), free(w->m), free(w->l);
     memset(w, 0, sizeof *w);
 }
 
@@ -129,11 +129,10 @@ static int ws_alloc(tile_ws *w, int64_t bm, int64_t bn, int64_t d)
     w->s = malloc((size_t)(bm * bnp) * 4);
     w->o = malloc((size_t)(bm * d) * 4);
     w->pbits = malloc((size_t)bn * 4);
-    w->x = malloc((size_t)bn * 4);
     w->m = malloc((size_t)bm * 4);
-    w->l = malloc((size_t)bm * 4);
+    w->l = malloc((size_t)(bm * MXFA_ROW_PARTIALS) * 4);
     return ok && w->sq && w->fq && w->sp && w->fp && w->fpbf && w->zero && w->active && w->row_on && w->s &&
-           w->o && w->pbits && w->x && w->m && w->l;
+           w->o && w->pbits && w->m && w->l;
 }
 
 /* The decoded K and V that one forward call keeps at once (bytes), when
@@ -177,10 +176,9 @@ static int run_tile(const fwd_job *job, const kv_side *kv, const mxfa_view *qs, 
     mxfa_view qsv = {qscale, MXFA_E8M0, nr, nd, nd, 1, MXFA_MEM_HOST};
     fx_decode_rows(kern, &qcv, &qsv, t, 0, &w->q, w->sq, w->fq, p->block_m);
     free(qc), free(qscale);
-    for (int64_t i = 0; i < nr; i++) {
+    for (int64_t i = 0; i < nr; i++)
         w->m[i] = -INFINITY;
-        w->l[i] = 0.0f;
-    }
+    memset(w->l, 0, (size_t)(nr * MXFA_ROW_PARTIALS) * 4);
     memset(w->o, 0, (size_t)(nr * d) * 4);
     const int64_t lim_first = key_limit(job, r0), lim_last = key_limit(job, r0 + nr - 1);
     for (int64_t c0 = 0; c0 < lk && c0 <= lim_last; c0 += bn) {
@@ -196,23 +194,24 @@ static int run_tile(const fwd_job *job, const kv_side *kv, const mxfa_view *qs, 
             const int64_t i = r0 + r, lim = key_limit(job, i);
             int64_t nvis = (lim < lk - 1 ? lim : lk - 1) + 1 - c0; /* keys [c0, c0 + nvis) */
             nvis = nvis < 0 ? 0 : nvis > bn ? bn : nvis;
-            float m_new = kern->scores(&w->s[r * ldsx], (int)nvis, (int)bn, job->c, w->m[r], w->x);
+            float m_new = kern->row_max(&w->s[r * ldsx], (int)nvis, job->c, w->m[r]);
             w->row_on[r] = m_new != -INFINITY;
             if (!w->row_on[r])
                 continue;
+            float *l = &w->l[r * MXFA_ROW_PARTIALS];
             if (m_new > w->m[r]) {
                 float alpha = mxfa_exp2(w->m[r] - m_new);
                 for (int64_t e = 0; e < d; e++)
                     w->o[r * d + e] = f32_bits(f32_of(w->o[r * d + e]) * alpha);
-                w->l[r] *= alpha;
+                for (int k = 0; k < MXFA_ROW_PARTIALS; k++)
+                    l[k] *= alpha;
                 w->m[r] = m_new;
             }
             float *pf = (float *)w->pbits;
-            kern->softmax_p(w->x, (int)bn, w->m[r], pf);
-            float sum = 0.0f;
-            for (int64_t j = 0; j < bn; j++)
-                sum += pf[j];
-            w->l[r] += sum * 0.00390625f;
+            kern->softmax_p(&w->s[r * ldsx], (int)nvis, (int)bn, job->c, 8.0f - w->m[r], pf);
+            for (int64_t j = 0; j < bn; j += MXFA_ROW_PARTIALS) /* key j into partial j mod 8 */
+                for (int k = 0; k < MXFA_ROW_PARTIALS; k++)
+                    l[k] += pf[j + k];
             for (int64_t b0 = 0; b0 < bn; b0 += 32) {
                 mxfa_block_rule rule = {0x7F, 0, FP8_ROUND_NEAREST_EVEN};
                 if (p->p_scale == MXFA_P_DYNAMIC)
@@ -264,7 +263,7 @@ static int run_tile(const fwd_job *job, const kv_side *kv, const mxfa_view *qs, 
     }
     /* O = O / l, LSE = (m + log2 l) ln 2; rows that saw nothing: 0, -Inf */
     for (int64_t r = 0; r < nr; r++) {
-        float l = w->l[r], lse_v = -INFINITY;
+        float l = mxfa_ref_row_sum(&w->l[r * MXFA_ROW_PARTIALS]), lse_v = -INFINITY;
         int seen = l != 0.0f || isnan(l);
         if (seen)
             lse_v = (w->m[r] + mxfa_log2(l)) * f32_from_bits(LN2_BITS);

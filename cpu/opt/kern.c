@@ -827,41 +827,25 @@ static unsigned combine(kern_combine how, kern_partial *p, int mr, unsigned rows
     return left;
 }
 
-/* mxfa_exp2 (cpu/ref/exp2.c) on (x - m) + 8, element by element, in a form
- * the compiler vectorizes: the same operations in the same order. */
-static const uint32_t exp2_coef[7] = {
-    0x3F800000u, 0x3F317218u, 0x3E75FDF0u, 0x3D635766u, 0x3C1D950Eu, 0x3AAFA460u, 0x39222000u,
-};
+/* mxfa_exp2 (cpu/ref/exp2.c, which defines it), in forms the compiler
+ * vectorizes: the same operations in the same order. */
+static const uint32_t exp2_coef[4] = {0x3F7FFB49u, 0x3F31798Du, 0x3E786F0Du, 0x3D61FBB0u};
+#define EXP2_SHIFT 12582912.0f /* 1.5 * 2^23 */
 
-/* mxfa_exp2 of one lane, in a form the compiler vectorizes */
-static inline uint32_t exp2_lane(float xf, const float *c)
+/* mxfa_exp2 of one lane. The clamp sends a NaN to -127; the last line
+ * returns it instead, as the reference does. */
+static inline float exp2_lane(float x)
 {
-    uint32_t xb = f32_bits(xf);
-    /* n = floor(x + 1/2), which the reference finds from the bits: x
-     * rounded to an integer (to nearest even, by the 1.5 2^23 shift, exact
-     * for |x| <= 2^22), one up where x lies exactly halfway. Inputs outside
-     * [-127, 128] (NaN included) are clamped, and their results replaced
-     * below. */
-    float xc = xf > -127.0f ? xf : -127.0f;
+    float xc = x > -127.0f ? x : -127.0f;
     xc = xc < 128.0f ? xc : 128.0f;
-    float rn = (xc + 12582912.0f) - 12582912.0f;
-    int32_t nn = (int32_t)rn + (xc - rn == 0.5f);
-    float f = xf - (float)nn;
-    float q = c[6];
-    q = fmaf(q, f, c[5]);
-    q = fmaf(q, f, c[4]);
-    q = fmaf(q, f, c[3]);
-    q = fmaf(q, f, c[2]);
-    q = fmaf(q, f, c[1]);
-    q = fmaf(q, f, c[0]);
-    uint32_t qb = f32_bits(q);
-    int32_t field = (int32_t)((qb >> 23) & 0xFF) + nn;
-    uint32_t r = field <= 0 ? 0u : field >= 255 ? F32_INF : (qb & 0x807FFFFFu) | (uint32_t)field << 23;
-    /* the special inputs, as mxfa_exp2 treats them */
-    r = (int32_t)xb >= 0x43000000 ? F32_INF : r;
-    r = xb > 0xC2FC0000u ? 0u : r;
-    r = F32_IS_NAN(xb) ? xb : r;
-    return r;
+    const float t = xc + EXP2_SHIFT;
+    const float n = t - EXP2_SHIFT;
+    const float f = xc - n;
+    float p = fmaf(f32_from_bits(exp2_coef[3]), f, f32_from_bits(exp2_coef[2]));
+    p = fmaf(p, f, f32_from_bits(exp2_coef[1]));
+    p = fmaf(p, f, f32_from_bits(exp2_coef[0]));
+    const float r = p * f32_from_bits((f32_bits(t) << 23) + 0x3F800000u);
+    return x != x ? x : r;
 }
 
 /* a b + c rounded once in every lane, as fmaf */
@@ -887,58 +871,54 @@ static inline v16sf fma16(v16sf a, v16sf b, v16sf c)
 }
 
 /* exp2_lane in sixteen lanes: the same operations, masks for branches */
-static inline v16su exp2_16(v16sf x)
+static inline v16sf exp2_16(v16sf x)
 {
-    const v16su xb = (v16su)x;
     v16sf xc = (v16sf)sel16((v16si)(x > -127.0f), (v16su)x, (v16su)((v16sf){0} - 127.0f));
     xc = (v16sf)sel16((v16si)(xc < 128.0f), (v16su)xc, (v16su)((v16sf){0} + 128.0f));
-    v16sf rn = (xc + 12582912.0f) - 12582912.0f;
-    v16si nn = __builtin_convertvector(rn, v16si) - (v16si)(xc - rn == 0.5f);
-    v16sf f = x - __builtin_convertvector(nn, v16sf);
-    v16sf q = (v16sf){0} + f32_from_bits(exp2_coef[6]);
-    for (int i = 5; i >= 0; i--)
-        q = fma16(q, f, (v16sf){0} + f32_from_bits(exp2_coef[i]));
-    v16su qb = (v16su)q;
-    v16si field = (v16si)((qb >> 23) & 0xFFu) + nn;
-    v16su r = sel16(field <= 0, (v16su){0},
-                    sel16(field >= 255, (v16su){0} + F32_INF, (qb & 0x807FFFFFu) | (v16su)field << 23));
-    r = sel16((v16si)xb >= 0x43000000, (v16su){0} + F32_INF, r);
-    r = sel16((v16si)(xb > 0xC2FC0000u), (v16su){0}, r);
-    return sel16((v16si)((xb & 0x7FFFFFFFu) > F32_INF), xb, r);
+    const v16sf t = xc + EXP2_SHIFT;
+    const v16sf n = t - EXP2_SHIFT;
+    const v16sf f = xc - n;
+    v16sf p = fma16((v16sf){0} + f32_from_bits(exp2_coef[3]), f, (v16sf){0} + f32_from_bits(exp2_coef[2]));
+    p = fma16(p, f, (v16sf){0} + f32_from_bits(exp2_coef[1]));
+    p = fma16(p, f, (v16sf){0} + f32_from_bits(exp2_coef[0]));
+    const v16sf r = p * (v16sf)(((v16su)t << 23) + 0x3F800000u);
+    return (v16sf)sel16(x != x, (v16su)x, (v16su)r);
 }
 
-static void softmax_p(const float *x, int n, float m, float *p)
+/* min(z, 8) that keeps a NaN */
+static inline float cap_exponent(float z)
 {
-    float c[7];
-    for (int i = 0; i < 7; i++)
-        c[i] = f32_from_bits(exp2_coef[i]);
+    return z > 8.0f ? 8.0f : z;
+}
+
+static void softmax_p(const uint32_t *s, int nvis, int n, float c, float b, float *p)
+{
     int j = 0;
-    for (; j + 16 <= n; j += 16) {
+    for (; j + 16 <= nvis; j += 16) {
         v16sf v;
-        memcpy(&v, x + j, 64);
-        v16su r = sel16((v16si)(v == -INFINITY), (v16su){0}, exp2_16((v - m) + 8.0f));
+        memcpy(&v, s + j, 64);
+        v16sf z = fma16(v, (v16sf){0} + c, (v16sf){0} + b);
+        z = (v16sf)sel16(z > 8.0f, (v16su)((v16sf){0} + 8.0f), (v16su)z);
+        v16sf r = exp2_16(z);
         memcpy(p + j, &r, 64);
     }
-    for (; j < n; j++) {
-        uint32_t r = exp2_lane((x[j] - m) + 8.0f, c);
-        p[j] = f32_from_bits(x[j] == -INFINITY ? 0u : r);
-    }
+    for (; j < nvis; j++)
+        p[j] = exp2_lane(cap_exponent(fmaf(f32_from_bits(s[j]), c, b)));
+    for (; j < n; j++)
+        p[j] = 0.0f;
 }
 
-static void exp2v(const float *x, int n, float *p)
+static void exp2_fma(const uint32_t *s, int n, float c, float b, float *p)
 {
-    float c[7];
-    for (int i = 0; i < 7; i++)
-        c[i] = f32_from_bits(exp2_coef[i]);
     int j = 0;
     for (; j + 16 <= n; j += 16) {
         v16sf v;
-        memcpy(&v, x + j, 64);
-        v16su r = exp2_16(v);
+        memcpy(&v, s + j, 64);
+        v16sf r = exp2_16(fma16(v, (v16sf){0} + c, (v16sf){0} + b));
         memcpy(p + j, &r, 64);
     }
     for (; j < n; j++)
-        p[j] = f32_from_bits(exp2_lane(x[j], c));
+        p[j] = exp2_lane(fmaf(f32_from_bits(s[j]), c, b));
 }
 
 /*
@@ -1297,10 +1277,9 @@ static int decode_e4m3(const uint8_t *codes, int n, double *v, uint16_t *e, uint
     return any;
 }
 
-/* A row's scores x = S c for its nvis visible keys, -Inf for the rest of
- * n, and the new running maximum: NaN if a score is NaN, else the largest
- * of m and the scores. */
-static float scores(const uint32_t *s, int nvis, int n, float c, float m, float *x)
+/* The running maximum over a row's scores x = S c of its nvis visible
+ * keys: NaN if a score is NaN, else the largest of m and the scores. */
+static float row_max(const uint32_t *s, int nvis, float c, float m)
 {
     v16sf mx = (v16sf){0} + m;
     v16si nan = {0};
@@ -1309,7 +1288,6 @@ static float scores(const uint32_t *s, int nvis, int n, float c, float m, float 
         v16sf v;
         memcpy(&v, s + j, sizeof v);
         v *= c;
-        memcpy(x + j, &v, sizeof v);
         nan |= v != v;
         v16si take = v > mx;
         mx = (v16sf)sel16i(take, (v16si)v, (v16si)mx);
@@ -1321,13 +1299,11 @@ static float scores(const uint32_t *s, int nvis, int n, float c, float m, float 
         r = mx[l] > r ? mx[l] : r;
     }
     for (; j < nvis; j++) {
-        x[j] = f32_from_bits(s[j]) * c;
-        any_nan |= x[j] != x[j];
-        r = x[j] > r ? x[j] : r;
+        float x = f32_from_bits(s[j]) * c;
+        any_nan |= x != x;
+        r = x > r ? x : r;
     }
-    for (; j < n; j++)
-        x[j] = -INFINITY;
     return any_nan ? NAN : r;
 }
 
-const cpu_kernels KERN_NAME = {KERN_ISA, dot, combine, fix, lsb_bound, scores, softmax_p, exp2v, encode, decode_e4m3, quantize_rows, quantize_blocks};
+const cpu_kernels KERN_NAME = {KERN_ISA, dot, combine, fix, lsb_bound, row_max, softmax_p, exp2_fma, encode, decode_e4m3, quantize_rows, quantize_blocks};

@@ -103,13 +103,15 @@ typedef struct cpu_kernels {
      * columns of B row k (fields at be + k * ldb), a bound on their lowest
      * set bits for fix. */
     void (*lsb_bound)(int kn, const uint16_t *be, int64_t ldb, uint8_t *bhi);
-    /* x[j] = S[j] c for the first nvis of n keys, -Inf for the others; the
-     * new running maximum (NaN if a score is NaN, else max(m, x)). */
-    float (*scores)(const uint32_t *s, int nvis, int n, float c, float m, float *x);
-    /* P = exp2((x - m) + 8) for x != -Inf, else 0, as mxfa_exp2 computes it. */
-    void (*softmax_p)(const float *x, int n, float m, float *p);
-    /* p[j] = mxfa_exp2(x[j]) */
-    void (*exp2)(const float *x, int n, float *p);
+    /* A row's new running maximum over the scores x = S[j] c of its first
+     * nvis keys: NaN if a score is NaN, else max(m, x). */
+    float (*row_max)(const uint32_t *s, int nvis, float c, float m);
+    /* P of a row (cpu/ref/attn_fwd.c): mxfa_exp2(min(fma(S[j], c, b), 8))
+     * for the first nvis of n keys, 0 for the others. */
+    void (*softmax_p)(const uint32_t *s, int nvis, int n, float c, float b, float *p);
+    /* The backward's P (cpu/ref/attn_bwd.c): mxfa_exp2(fma(S[j], c, b)) for
+     * n keys. */
+    void (*exp2_fma)(const uint32_t *s, int n, float c, float b, float *p);
     /* fp8 codes of n fp32 values of one block under its rule (as
      * mxfa_ref_encode_element). */
     void (*encode)(const fp8_format *fmt, const mxfa_block_rule *rule, const uint32_t *x, int n, uint8_t *out);

@@ -12,10 +12,11 @@
 #define LOG2E_BITS 0x3FB8AA3Bu /* fl(log2 e) */
 #define LN2_BITS 0x3F317218u   /* fl(ln 2) */
 
-/* The query head's state over its key tiles: running max m (log2 domain),
- * denominator l and unnormalized output O, per row. */
+/* The query head's state over its key tiles, per row: running max m (log2
+ * domain), the denominator's partial sums l and the unnormalized output O. */
 typedef struct row_state {
-    float m, l;
+    float m;
+    float l[MXFA_ROW_PARTIALS];
     float *o;
 } row_state;
 
@@ -48,7 +49,7 @@ static uint32_t dot_qk(const head_job *job, int64_t i, int64_t j)
 
 /* Scratch for one row of one key tile. */
 typedef struct tile_scratch {
-    float *x;          /* S * c, then reused */
+    float *s;          /* S of the visible keys */
     uint32_t *p;       /* P as fp32 bits */
     mma_operand *pq;   /* P quantized to E4M3 */
     mma_operand *pbf;  /* P/256 in bf16, for diagonal blocks */
@@ -57,22 +58,52 @@ typedef struct tile_scratch {
 } tile_scratch;
 
 /*
+ * The row sum l of the forward pass (docs/NUMERICS.md section 6) is kept as
+ * MXFA_ROW_PARTIALS partial sums, all from +0: key j of the sequence goes
+ * into partial j mod 8 (key tiles start at multiples of 32 keys, so that is
+ * also its index mod 8 in the tile), each partial adding P itself in
+ * increasing key order, and a growing max scales every partial by alpha
+ * before the tile's P are added. This is the shape of the fast kernels: on
+ * a Hopper wgmma accumulator a thread holds keys 8j + 2t and 8j + 2t + 1 of
+ * its rows (partials 2t and 2t + 1, combined with two quad shuffles in the
+ * tree below), a CPU vector of 8 lanes holds all eight, and on Blackwell a
+ * thread owns a row.
+ *
+ * At the end of the row: l = ((L0 + L1) + (L2 + L3)) + ((L4 + L5) + (L6 + L7)),
+ * each sum rounded, times 2^-8 (P is 2^8 times the softmax weight, and the
+ * products of O see P / 256).
+ */
+float mxfa_ref_row_sum(const float *L)
+{
+    return (((L[0] + L[1]) + (L[2] + L[3])) + ((L[4] + L[5]) + (L[6] + L[7]))) * 0.00390625f;
+}
+
+/* min(z, 8) that keeps a NaN */
+static float cap_exponent(float z)
+{
+    return z > 8.0f ? 8.0f : z;
+}
+
+/*
  * One query row against one key tile [c0, c0 + bn): the online-softmax
- * update of docs/NUMERICS.md, "Attention forward", step 2.
- * diag_lo..diag_hi: the rows' key limits over the whole query tile (for
- * the leak-free rule).
+ * update of docs/NUMERICS.md, "Attention forward", step 2. lim_first,
+ * lim_last: the key limits of the query tile's first and last rows (for the
+ * leak-free rule).
  */
 static void row_tile(const head_job *job, int64_t i, int64_t c0, int64_t bn, int64_t lim_first, int64_t lim_last,
                      row_state *rs, tile_scratch *t)
 {
     const int64_t d = job->d, lk = job->lk, lim = key_limit(job, i);
-    /* x = S * c, S = Q K^T under the model; masked keys and keys past the end are -Inf */
+    /* keys [c0, c0 + nvis) are visible: not masked, not past the end */
+    int64_t nvis = (lim < lk - 1 ? lim : lk - 1) + 1 - c0;
+    nvis = nvis < 0 ? 0 : nvis > bn ? bn : nvis;
+    /* S = Q K^T under the model; the max over x = S * c */
     float m_new = rs->m;
-    for (int64_t j = 0; j < bn; j++) {
-        int64_t key = c0 + j;
-        t->x[j] = (key <= lim && key < lk) ? f32_from_bits(dot_qk(job, i, key)) * job->c : -INFINITY;
-        if (t->x[j] > m_new || isnan(t->x[j])) /* a NaN score makes the row NaN */
-            m_new = t->x[j];
+    for (int64_t j = 0; j < nvis; j++) {
+        t->s[j] = f32_from_bits(dot_qk(job, i, c0 + j));
+        float x = t->s[j] * job->c;
+        if (x > m_new || isnan(x)) /* a NaN score makes the row NaN */
+            m_new = x;
     }
     if (m_new == -INFINITY)
         return; /* nothing visible yet: P is zero */
@@ -80,17 +111,20 @@ static void row_tile(const head_job *job, int64_t i, int64_t c0, int64_t bn, int
         float alpha = mxfa_exp2(rs->m - m_new);
         for (int64_t e = 0; e < d; e++)
             rs->o[e] *= alpha;
-        rs->l *= alpha;
+        for (int r = 0; r < MXFA_ROW_PARTIALS; r++)
+            rs->l[r] *= alpha;
         rs->m = m_new;
     }
-    /* P = exp2((x - m) + 8) in [0, 256]; l += (rowsum P) / 256, summed in key order */
-    float sum = 0.0f;
+    /* P = exp2(min(fma(S, c, b), 8)), b = 8 - m, in [0, 256]: the cap
+     * keeps P <= 256 where the roundings of m = fl(S c) and of b would take
+     * the exact sum past 8. P is 0 for keys not visible. Each P into its
+     * partial sum. */
+    const float b = 8.0f - rs->m;
     for (int64_t j = 0; j < bn; j++) {
-        float pj = t->x[j] == -INFINITY ? 0.0f : mxfa_exp2((t->x[j] - rs->m) + 8.0f);
+        float pj = j < nvis ? mxfa_exp2(cap_exponent(fmaf(t->s[j], job->c, b))) : 0.0f;
         t->p[j] = f32_bits(pj);
-        sum += pj;
+        rs->l[(c0 + j) % MXFA_ROW_PARTIALS] += pj;
     }
-    rs->l += sum * 0.00390625f;
     /* P to E4M3: const, one scale 2^-8 (P itself is stored); dynamic, the
      * rceil rule per 32 keys. The MMA sees P/256 either way: the -8 is in the
      * scale exponent, so O and l carry the same factor. */
@@ -145,13 +179,14 @@ static mxfa_status run_head(mxfa_ctx *ctx, head_job *job, const mxfa_view_nd *qv
                       malloc((size_t)bn * sizeof(mma_operand)), malloc(32 * sizeof(mma_operand)),
                       malloc((size_t)(bn / 32) * sizeof(int)), malloc((size_t)(bn / 32))};
     mxfa_status status = MXFA_OK;
-    if (!st || !obuf || !t.x || !t.p || !t.pq || !t.pbf || !t.pexp || !t.pnan) {
+    if (!st || !obuf || !t.s || !t.p || !t.pq || !t.pbf || !t.pexp || !t.pnan) {
         status = mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "attention: out of memory");
         goto done;
     }
     for (int64_t i = 0; i < lq; i++) {
         st[i].m = -INFINITY;
-        st[i].l = 0.0f;
+        for (int r = 0; r < MXFA_ROW_PARTIALS; r++)
+            st[i].l[r] = 0.0f;
         st[i].o = obuf + i * d;
     }
     for (int64_t r0 = 0; r0 < lq; r0 += bm) {
@@ -164,7 +199,7 @@ static mxfa_status run_head(mxfa_ctx *ctx, head_job *job, const mxfa_view_nd *qv
     /* O = O / l (rounded once), LSE = (m + log2 l) * ln 2; rows that saw
      * nothing: O = 0, LSE = -Inf */
     for (int64_t i = 0; i < lq; i++) {
-        float l = st[i].l, lse_v = -INFINITY;
+        float l = mxfa_ref_row_sum(st[i].l), lse_v = -INFINITY;
         if (l != 0.0f || isnan(l))
             lse_v = (st[i].m + mxfa_log2(l)) * f32_from_bits(LN2_BITS);
         for (int64_t e = 0; e < d; e++) {
@@ -181,7 +216,7 @@ done:
     mx_decoded_free(&job->q);
     free(st);
     free(obuf);
-    free(t.x);
+    free(t.s);
     free(t.p);
     free(t.pq);
     free(t.pbf);

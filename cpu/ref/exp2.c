@@ -1,55 +1,52 @@
 /*
  * The library's own exp2 and log2 for the softmax. Every backend computes
- * the same bits: range reduction by integer operations on the fp32 bits, a
- * fixed polynomial evaluated with explicit fused multiply-adds in a fixed
- * order, no library calls. Accuracy (measured over every fp32 input of the
- * softmax range) is stated in docs/NUMERICS.md.
+ * the same bits: fp32 arithmetic in a fixed order (range reduction by the
+ * 1.5 * 2^23 shift, a fixed polynomial evaluated with explicit fused
+ * multiply-adds, the power of two made from the bits), no library calls.
+ * Accuracy (measured over every fp32 input of the softmax range) is stated
+ * in docs/NUMERICS.md.
  */
 #include <math.h>
 
 #include "formats.h"
 
-/* 2^f on [-1/2, 1/2]: degree-6 polynomial, interpolating 2^f at the
- * Chebyshev nodes of the interval, coefficients rounded to fp32. */
-static const uint32_t exp2_coef[7] = {
-    0x3F800000u, 0x3F317218u, 0x3E75FDF0u, 0x3D635766u, 0x3C1D950Eu, 0x3AAFA460u, 0x39222000u,
-};
+/* 2^f on [-1/2, 1/2]: degree-3 minimax polynomial for relative error
+ * (about 7.5e-5 before the coefficients were rounded to fp32), C0 first.
+ * C0 is not 1, so exp2(0) = C0 = 0.99993...: the softmax divides it out. */
+static const uint32_t exp2_coef[4] = {0x3F7FFB49u, 0x3F31798Du, 0x3E786F0Du, 0x3D61FBB0u};
+#define EXP2_SHIFT 12582912.0f /* 1.5 * 2^23: adding it rounds to an integer */
 
 /* log2(m) = s * P(s^2) with s = (m - 1) / (m + 1), m in [sqrt(1/2), sqrt(2)]:
  * the atanh series 2/ln2 * (s + s^3/3 + s^5/5 + s^7/7 + s^9/9), coefficients
  * rounded to fp32 (the first omitted term is below 3e-9 relative). */
 static const uint32_t log2_coef[5] = {0x4038AA3Bu, 0x3F76384Fu, 0x3F13BB63u, 0x3ED30BB1u, 0x3EA4258Au};
 
-MXFA_API float mxfa_exp2(float xf)
+/*
+ * exp2(x), the definition every backend follows:
+ *   NaN: the input.
+ *   xc = x clamped to [-127, 128]
+ *   t = fl(xc + 1.5 * 2^23)   xc rounded to an integer n, nearest even
+ *   n = t - 1.5 * 2^23, f = xc - n   (both exact, |f| <= 1/2)
+ *   p = fma(fma(fma(C3, f, C2), f, C1), f, C0)
+ *   s = the float with bits (bits(t) << 23) + 0x3F800000 mod 2^32: the low
+ *       9 bits of bits(t) are n mod 512, so s = 2^n for -126 <= n <= 127,
+ *       +0 for n = -127 and +Inf for n = 128
+ *   exp2(x) = fl(p * s), one rounding to nearest even; subnormal results
+ *   are kept, x < -126.5 gives +0, x >= 127.5 +Inf.
+ */
+MXFA_API float mxfa_exp2(float x)
 {
-    uint32_t x = f32_bits(xf);
-    if (F32_IS_NAN(x))
-        return xf;
-    if ((int32_t)x >= 0x43000000) /* x >= 128 (and +Inf) */
-        return f32_from_bits(F32_INF);
-    if (x > 0xC2FC0000u) /* x < -126 (and -Inf): results below 2^-126 are +0 */
-        return 0.0f;
-    /* n = floor(x + 1/2) from the bits: x as a fixed-point number with 24
-     * fraction bits (exact for 1/2 <= |x| < 128) */
-    int e = (int)F32_EXP(x) - 127;
-    int32_t n = 0;
-    if (e >= -1) {
-        int64_t fixed = (int64_t)(F32_FRAC(x) | 0x800000u) << (e + 1);
-        if (F32_SIGN(x))
-            fixed = -fixed;
-        n = (int32_t)((fixed + (INT64_C(1) << 23)) >> 24);
-    }
-    float f = xf - (float)n; /* exact: |f| <= 1/2 */
-    float p = f32_from_bits(exp2_coef[6]);
-    for (int i = 5; i >= 0; i--)
+    if (x != x)
+        return x;
+    const float xc = x < -127.0f ? -127.0f : x > 128.0f ? 128.0f : x;
+    const float t = xc + EXP2_SHIFT;
+    const float n = t - EXP2_SHIFT;
+    const float f = xc - n;
+    float p = f32_from_bits(exp2_coef[3]);
+    for (int i = 2; i >= 0; i--)
         p = fmaf(p, f, f32_from_bits(exp2_coef[i]));
-    /* p * 2^n by adding n to the exponent field; below the normal range: +0 */
-    int32_t field = (int32_t)F32_EXP(f32_bits(p)) + n;
-    if (field <= 0)
-        return 0.0f;
-    if (field >= 255)
-        return f32_from_bits(F32_INF);
-    return f32_from_bits((f32_bits(p) & 0x807FFFFFu) | (uint32_t)field << 23);
+    const float s = f32_from_bits((f32_bits(t) << 23) + 0x3F800000u);
+    return p * s;
 }
 
 MXFA_API float mxfa_log2(float xf)

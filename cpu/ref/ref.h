@@ -91,6 +91,11 @@ mxfa_status mxfa_ref_gemm(mxfa_ctx *ctx, mxfa_model model, const mxfa_view *a, c
 mxfa_status mxfa_ref_mma_chain(mxfa_ctx *ctx, mxfa_instr instr, const mxfa_view *a, const mxfa_view *b,
                                const mxfa_view *c, const mxfa_view *d);
 
+/* The forward pass's row sum l from its partial sums (cpu/ref/attn_fwd.c
+ * defines both). */
+#define MXFA_ROW_PARTIALS 8
+float mxfa_ref_row_sum(const float *L);
+
 mxfa_status mxfa_ref_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_nd *q,
                               const mxfa_view_nd *k, const mxfa_view_nd *v, const int32_t *cu_q, const int32_t *cu_k,
                               int batch, const mxfa_view_nd *o, const mxfa_view_nd *lse);

@@ -1,8 +1,8 @@
 // The library's exp2 and log2 on the device, the same bits as
-// cpu/ref/exp2.c: the same fixed polynomials by explicit fmas in the same
-// order and correctly rounded fp32 arithmetic (the module is compiled with
-// -fmad=false). log2 follows the reference line by line; exp2 reaches the
-// same range reduction and result without branches.
+// cpu/ref/exp2.c (which defines them): the same fp32 operations in the same
+// order, each written as its correctly rounded intrinsic (the module is
+// compiled with -fmad=false, and the intrinsics keep any other build from
+// fusing them).
 #ifndef MXFA_GPU_EXP2_CUH
 #define MXFA_GPU_EXP2_CUH
 
@@ -10,31 +10,36 @@
 
 namespace mxfa_gpu {
 
-// Without branches, for the softmax's inner loop: the input clamped to
-// [-127, 128] (where the reference's early returns give 0 and +Inf, the
-// clamped input gives the same through the field checks below);
-// n = floor(x + 1/2) from the sum rounded down (exact in every case, and 0
-// for |x| < 1/2, as the reference's fixed point gives it); the result's
-// exponent added as an integer, then saturated to +Inf above and flushed
-// to +0 below the normal range. A C transliteration matched mxfa_exp2 for
-// all 2^32 inputs.
-__device__ __forceinline__ float mx_exp2(float xf)
+// max and min that return NaN when either input is NaN (PTX's .NaN forms;
+// fmaxf and fminf return the other input)
+__device__ __forceinline__ float fmax_nan(float a, float b)
 {
-    const float xc = fminf(fmaxf(xf, -127.0f), 128.0f); // NaN becomes -127 here, and is returned at the end
-    const float nf = floorf(__fadd_rd(xc, 0.5f));
-    const float f = __fsub_rn(xc, nf);
-    float p = __uint_as_float(0x39222000u);
-    p = __fmaf_rn(p, f, __uint_as_float(0x3AAFA460u));
-    p = __fmaf_rn(p, f, __uint_as_float(0x3C1D950Eu));
-    p = __fmaf_rn(p, f, __uint_as_float(0x3D635766u));
-    p = __fmaf_rn(p, f, __uint_as_float(0x3E75FDF0u));
-    p = __fmaf_rn(p, f, __uint_as_float(0x3F317218u));
-    p = __fmaf_rn(p, f, __uint_as_float(0x3F800000u));
-    // p in [2^-1/2, 2^1/2] and n in [-127, 128]: no wrap past the sign bit
-    int32_t r = (int32_t)__float_as_uint(p) + (int32_t)((uint32_t)(int32_t)nf << 23);
-    r = min(r, 0x7F800000);       // the field reached 255: +Inf
-    r = r < 0x00800000 ? 0 : r;   // the field fell to 0 or below: +0
-    return xf != xf ? xf : __int_as_float(r);
+    float d;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+    return d;
+}
+
+__device__ __forceinline__ float fmin_nan(float a, float b)
+{
+    float d;
+    asm("min.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+    return d;
+}
+
+// mxfa_exp2 without branches, for the softmax's inner loop: a NaN passes
+// the clamp and every operation after it, so it comes out a NaN (the
+// device's canonical one rather than the input's bits; nothing downstream
+// tells NaNs apart: P's code is 0x7F and the outputs are canonical).
+__device__ __forceinline__ float mx_exp2(float x)
+{
+    constexpr float SHIFT = 12582912.0f; // 1.5 * 2^23
+    const float xc = fmin_nan(fmax_nan(x, -127.0f), 128.0f);
+    const float t = __fadd_rn(xc, SHIFT);
+    const float f = __fsub_rn(xc, __fsub_rn(t, SHIFT));
+    float p = __fmaf_rn(__uint_as_float(0x3D61FBB0u), f, __uint_as_float(0x3E786F0Du));
+    p = __fmaf_rn(p, f, __uint_as_float(0x3F31798Du));
+    p = __fmaf_rn(p, f, __uint_as_float(0x3F7FFB49u));
+    return __fmul_rn(p, __uint_as_float((__float_as_uint(t) << 23) + 0x3F800000u));
 }
 
 __device__ __forceinline__ float mx_log2(float xf)

@@ -12,7 +12,7 @@
 // instruction a 32-block in tensor memory. For each visited query tile:
 //   S^T  = K Q^T     (M = 128 keys, N = 128 queries, along D, from zero)
 //   dP^T = V dO^T    (the same shape)
-//   P = exp2(S c - LSE log2 e), quantized const or dynamic (square blocks)
+//   P = exp2(fma(S, c, -LSE log2 e)), quantized const or dynamic (square blocks)
 //   dS = P (dP - delta), quantized in square blocks with the call's preset
 //   dV += P^T dO, dK += dS^T Q   (M = 128 keys, N = D, along the queries)
 //   dQ  = dQ + dS K             (M = 128 queries, N = D, along the keys)
@@ -401,7 +401,7 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
             const int64_t lq = item.sq.lq, lk = item.sq.lk, key = item.c0 + j;
             for (int n = 0; n < item.nq; n++, it++) {
                 const int64_t r0 = (item.i0 + n) * BM;
-                // P = exp2(S c - LSE log2 e), 0 where masked: a key past the
+                // P = exp2(fma(S, c, -LSE log2 e)), 0 where masked: a key past the
                 // sequence, a query past it, a key the query does not see, LSE -Inf
                 bar_wait(&sh.s_full, it & 1);
                 tc_fence_after();
@@ -423,7 +423,7 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
                     const float l = sh.lse[it & 1][64 * hf + x];
                     const bool masked = x < x_lo || x >= x_hi || l == NEG_INF;
                     p[x] = masked ? 0.0f
-                                  : mx_exp2(__fsub_rn(__fmul_rn(__uint_as_float(s[x]), c), __fmul_rn(l, log2e)));
+                                  : mx_exp2(__fmaf_rn(__uint_as_float(s[x]), c, -__fmul_rn(l, log2e)));
                 }
                 // P's codes into P^T once the last dV has read them
                 if (it > 0)

@@ -101,6 +101,7 @@ __device__ __forceinline__ unsigned diagonal_blocks(const q_tile &t, int64_t lk,
 #ifdef MXFA_SM100_CODE
 constexpr uint32_t P_SCALE_WORD = 0x77777777u; // const P: every block's scale 2^-8
 constexpr float NEG_INF = -__builtin_huge_valf();
+constexpr int PARTIALS = 8; // the row sum's partial sums (cpu/ref/attn_fwd.c), all in the row's thread
 
 __device__ __forceinline__ void tmem_st4(uint32_t taddr, const uint32_t (&v)[4])
 {
@@ -185,18 +186,27 @@ __device__ __forceinline__ float row_max(Block block, int64_t valid, float c, fl
     return m;
 }
 
-// P = exp2((x - m) + 8) in [0, 256], its sum in key order (the return
-// value), and its E4M3 codes, four a word. Const P: the codes of P itself,
-// its 2^-8 in the scale byte 0x77. Dynamic P: each block of 32 keys by the
-// rceil rule, whose byte goes into byte kb of *pword (V's scale bytes carry
-// the 2^-8: see pack_v). P >= 0, Inf or NaN, and rceil never poisons: the
-// saturating conversion of P / 2^scale is the encoder's code (Inf -> 448,
-// NaN -> 0x7F).
-template <bool P_DYNAMIC, typename Block>
-__device__ __forceinline__ float make_p(Block block, int64_t valid, float c, float m, uint32_t (&codes)[BN / 4],
-                                        uint32_t *pword)
+// The offset b of P's exponent for the tile: 8 - m with m the updated
+// running maximum; -Inf for a row that sees no finite score yet (m_new =
+// -Inf: its S are -Inf, and so is fma(S, c, -Inf), which makes its P 0, as
+// the reference's skipped step leaves them).
+__device__ __forceinline__ float p_offset(float m, float m_new)
 {
-    float sum = 0.0f;
+    return m_new != NEG_INF ? __fsub_rn(8.0f, m) : NEG_INF;
+}
+
+// P = exp2(min(fma(S, c, b), 8)) in [0, 256] for the keys the row sees, 0
+// for the others, added into the row sum's partials (key 32 kb + i into
+// partial i % 8, in key order), and its E4M3 codes, four a word. Const P:
+// the codes of P itself, its 2^-8 in the scale byte 0x77. Dynamic P: each
+// block of 32 keys by the rceil rule, whose byte goes into byte kb of
+// *pword (V's scale bytes carry the 2^-8: see pack_v). P >= 0, Inf or NaN,
+// and rceil never poisons: the saturating conversion of P / 2^scale is the
+// encoder's code (Inf -> 448, NaN -> 0x7F).
+template <bool P_DYNAMIC, typename Block>
+__device__ __forceinline__ void make_p(Block block, int64_t valid, float c, float b, float (&lsum)[PARTIALS],
+                                       uint32_t (&codes)[BN / 4], uint32_t *pword)
+{
     *pword = P_DYNAMIC ? 0u : P_SCALE_WORD;
 #pragma unroll
     for (int kb = 0; kb < BN / 32; kb++) {
@@ -207,9 +217,8 @@ __device__ __forceinline__ float make_p(Block block, int64_t valid, float c, flo
         bool has_nan = false, has_inf = false;
 #pragma unroll
         for (int i = 0; i < 32; i++) {
-            const float x = score(w, kb, i, valid, c);
-            xs[i] = x == NEG_INF ? 0.0f : mx_exp2(__fadd_rn(__fsub_rn(x, m), 8.0f));
-            sum = __fadd_rn(sum, xs[i]);
+            xs[i] = 32 * kb + i < valid ? mx_exp2(fmin_nan(__fmaf_rn(__uint_as_float(w[i]), c, b), 8.0f)) : 0.0f;
+            lsum[i % PARTIALS] = __fadd_rn(lsum[i % PARTIALS], xs[i]);
             const uint32_t a = __float_as_uint(xs[i]) & 0x7FFFFFFFu;
             has_nan |= a > 0x7F800000u, has_inf |= a == 0x7F800000u;
             amax = a <= 0x7F800000u && a > amax ? a : amax;
@@ -230,7 +239,6 @@ __device__ __forceinline__ float make_p(Block block, int64_t valid, float c, flo
                 codes[(32 * kb + i) / 4] |= two << 16;
         }
     }
-    return sum;
 }
 
 // P's codes into its row of the A operand (128 bytes a row, 128-byte
@@ -299,10 +307,10 @@ __device__ __forceinline__ void store_p_bf16(uint8_t (*bf)[BM * 64], const uint8
     }
 }
 
-// How a row's state moves to a tile's maximum m_new: O and l are scaled by
-// alpha = exp2(m - m_new) when the maximum grows, and a row whose maximum
-// first becomes finite sets O to +0 instead (the reference's O is +0 there,
-// having skipped every step before; exp2(-Inf) * NaN would not be).
+// How a row's state moves to a tile's maximum m_new: O and the row sum are
+// scaled by alpha = exp2(m - m_new) when the maximum grows, and a row whose
+// maximum first becomes finite sets O to +0 instead (the reference's O is +0
+// there, having skipped every step before; exp2(-Inf) * NaN would not be).
 struct max_step {
     float alpha;
     bool grows, clear;
@@ -319,14 +327,22 @@ __device__ __forceinline__ max_step step_max(float *m, float m_new)
     return st;
 }
 
-// l after the tile, as the reference orders it: scaled, then the tile's
-// sum of P times 2^-8 added (a row that sees no key of the tile adds
-// nothing: the reference returns early).
-__device__ __forceinline__ float step_sum(float l, const max_step &st, float m_new, float sum)
+// The row sum's partials scaled by alpha where the maximum grows, before
+// make_p adds the tile's P, as the reference orders it.
+__device__ __forceinline__ void scale_sums(float (&lsum)[PARTIALS], const max_step &st)
 {
     if (st.grows)
-        l = __fmul_rn(l, st.alpha);
-    return m_new != NEG_INF ? __fadd_rn(l, __fmul_rn(sum, 0.00390625f)) : l;
+#pragma unroll
+        for (int r = 0; r < PARTIALS; r++)
+            lsum[r] = __fmul_rn(lsum[r], st.alpha);
+}
+
+// l from the partials: mxfa_ref_row_sum's tree, times 2^-8.
+__device__ __forceinline__ float row_sum(const float (&lsum)[PARTIALS])
+{
+    const float lo = __fadd_rn(__fadd_rn(lsum[0], lsum[1]), __fadd_rn(lsum[2], lsum[3]));
+    const float hi = __fadd_rn(__fadd_rn(lsum[4], lsum[5]), __fadd_rn(lsum[6], lsum[7]));
+    return __fmul_rn(__fadd_rn(lo, hi), 0.00390625f);
 }
 
 // O's row (D columns at o) rescaled by max_step; a warp's rows are loaded

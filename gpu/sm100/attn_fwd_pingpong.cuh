@@ -335,7 +335,7 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
             const q_tile t = g ? wk.qt[1] : wk.qt[0]; // not wk.qt[g]: an index known only at run time takes local memory
             const int64_t i = t.r0 + row;
             const int64_t lim = causal ? i + wk.sq.lk - wk.sq.lq : wk.sq.lk - 1; // this row's last key
-            float m = NEG_INF, l = 0.0f;
+            float m = NEG_INF, lsum[PARTIALS] = {};
             for (int j = 0; j < t.nt; j++, n++) {
                 bar_wait(&sh.s_full[g], n & 1);
                 tc_fence_after();
@@ -353,8 +353,9 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
                 const max_step st = step_max(&m, m_new);
                 sh.alpha[g][row] = st.alpha, sh.grows[g][row] = st.grows, sh.clear[g][row] = st.clear;
                 bar_arrive(&sh.stat_full[g]); // the correction rescales O_g meanwhile
+                scale_sums(lsum, st);
                 uint32_t codes[BN / 4], pword;
-                const float sum = make_p<P_DYNAMIC>(block, valid, c, m, codes, &pword);
+                make_p<P_DYNAMIC>(block, valid, c, p_offset(m, m_new), lsum, codes, &pword);
                 if (n > 0) { // the last P_g V must be done before P_g is rewritten
                     bar_wait(&sh.o_done[g], (n - 1) & 1);
                     tc_fence_after();
@@ -366,8 +367,7 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
                     store_p_const_words(s_cols + ly::SF_PV);
                 if constexpr (LEAK)
                     store_p_bf16(sh.bf.p[g], sh.p[g], row, diagonal_blocks(t, wk.sq.lk, j), pword, P_DYNAMIC);
-                l = step_sum(l, st, m_new, sum);
-                sh.m[slot][g][row] = m, sh.l[slot][g][row] = l;
+                sh.m[slot][g][row] = m, sh.l[slot][g][row] = row_sum(lsum);
                 fence_to_async_proxy();
                 tc_fence_before();
                 bar_arrive(&sh.p_full[g]);

@@ -226,7 +226,7 @@ __global__ void __launch_bounds__(SINGLE_THREADS, 1)
         tmem_wait_st();
         if (!P_DYNAMIC)
             store_p_const_words(lanes + ly::SFP_COL);
-        float m = NEG_INF, l = 0.0f;
+        float m = NEG_INF, lsum[PARTIALS] = {};
         const int64_t i = qt.r0 + row, token = sq.q0 + i;
         const int64_t lim = causal ? i + sq.lk - sq.lq : sq.lk - 1; // this row's last key
         bool written = false;
@@ -240,12 +240,13 @@ __global__ void __launch_bounds__(SINGLE_THREADS, 1)
                 tmem_wait_ld();
             };
             const float m_new = row_max<false>(block, valid, c, m);
-            // The reference rescales O and l, then makes P with the new
-            // maximum; P goes first here, the order of the arithmetic on each
-            // value is the reference's.
+            // The reference rescales O and the row sum, then makes P with
+            // the new maximum; P goes before O here, the order of the
+            // arithmetic on each value is the reference's.
             const max_step st = step_max(&m, m_new);
+            scale_sums(lsum, st);
             uint32_t codes[BN / 4], pword;
-            const float sum = make_p<P_DYNAMIC>(block, valid, c, m, codes, &pword);
+            make_p<P_DYNAMIC>(block, valid, c, p_offset(m, m_new), lsum, codes, &pword);
             // the last P V must be done before O is touched and P rewritten
             if (j > 0) {
                 bar_wait(&sh.o_done, (j - 1) & 1);
@@ -257,7 +258,6 @@ __global__ void __launch_bounds__(SINGLE_THREADS, 1)
             if constexpr (LEAK)
                 store_p_bf16(sh.bf.p, sh.p, row, diagonal_blocks(qt, sq.lk, j), pword, P_DYNAMIC);
             rescale_o<D>(lanes + ly::O_COL, st); // last, after the codes have left the registers
-            l = step_sum(l, st, m_new, sum);
             fence_to_async_proxy();
             tc_fence_before();
             bar_arrive(&sh.p_full);
@@ -268,7 +268,7 @@ __global__ void __launch_bounds__(SINGLE_THREADS, 1)
                     tc_fence_after();
                     const bool last = !written && lim >= 0 && min(lim, sq.lk - 1) / 32 == (int64_t)j * (BN / 32) + kb;
                     if (__any_sync(0xFFFFFFFFu, last))
-                        write_o<D>(lanes + ly::O_COL, last && i < sq.lq, m, l, token, h, out);
+                        write_o<D>(lanes + ly::O_COL, last && i < sq.lq, m, row_sum(lsum), token, h, out);
                     written |= last;
                     tc_fence_before();
                     bar_arrive(&sh.o_read);
@@ -279,7 +279,7 @@ __global__ void __launch_bounds__(SINGLE_THREADS, 1)
             bar_wait(&sh.o_done, (nt - 1) & 1);
             tc_fence_after();
         }
-        write_o<D>(lanes + ly::O_COL, !written && i < sq.lq, m, l, token, h, out);
+        write_o<D>(lanes + ly::O_COL, !written && i < sq.lq, m, row_sum(lsum), token, h, out);
     }
     __syncwarp();
     tc_fence_before();

@@ -67,9 +67,10 @@ __global__ void bwd_delta(nd3 dout, nd3 o, float *delta, int64_t tokens, int64_t
     delta[i] = dot3(dout, o, i / heads, i % heads);
 }
 
-// S [lq][lk] (row stride ld) to P = exp2(S c - LSE log2 e), 0 where the
-// key is masked or the row's LSE is -Inf; with codes, P's E4M3 codes under
-// the const scale 2^-8 too (P * 256 rounded to nearest even, saturated).
+// S [lq][lk] (row stride ld) to P = exp2(fma(S, c, -LSE log2 e)), 0 where
+// the key is masked or the row's LSE is -Inf; with codes, P's E4M3 codes
+// under the const scale 2^-8 too (P * 256 rounded to nearest even,
+// saturated).
 // Under the causal mask row i sees the keys up to i + lk - lq (bottom-right
 // aligned). Grid x over the columns, y over the rows.
 __global__ void bwd_p(float *s, int64_t lq, int64_t lk, int64_t ld, const float *lse, int64_t lse_stride, float c,
@@ -81,7 +82,7 @@ __global__ void bwd_p(float *s, int64_t lq, int64_t lk, int64_t ld, const float 
     for (int64_t i = blockIdx.y; i < lq; i += gridDim.y) {
         const float l = lse[i * lse_stride];
         const bool masked = (causal && j > i + lk - lq) || l == -__builtin_huge_valf();
-        const float p = masked ? 0.0f : mx_exp2(__fsub_rn(__fmul_rn(s[i * ld + j], c), __fmul_rn(l, log2e)));
+        const float p = masked ? 0.0f : mx_exp2(__fmaf_rn(s[i * ld + j], c, -__fmul_rn(l, log2e)));
         s[i * ld + j] = p;
         if (codes)
             codes[i * ld + j] = (uint8_t)__nv_cvt_float_to_fp8(__fmul_rn(p, 256.0f), __NV_SATFINITE, __NV_E4M3);

@@ -20,11 +20,13 @@
 // warpgroups of 64 query rows. Per key tile a consumer warpgroup makes S
 // block by block (one wgmma k32 into a zero accumulator, then the exact
 // promotion: a bare fma where the tiles' scale ranges allow it), the
-// online softmax with the library's exp2, the row sums in key order (one
-// thread a row, over the tile's P in shared memory, as the reference adds
-// them), P quantized in registers, and O += P V block by block (wgmma k32
-// with P from registers, then the promotion). Products go through two
-// partials, one promoted while the next runs.
+// online softmax with the library's exp2, the row sums as the reference's
+// eight partials (a thread holds keys 8j + 2t and 8j + 2t + 1 of its two
+// rows, so it keeps partials 2t and 2t + 1 of each, in shared memory
+// between tiles, and the quad combines them at the end), P quantized in
+// registers, and O += P V block by block (wgmma k32 with P from registers,
+// then the promotion). Products go through two partials, one promoted while
+// the next runs.
 //
 // It takes D = 64 (Q and K in 64-byte swizzle), 128 and 256 (two 128-byte
 // panels; S made 64 keys at a time, one K and V stage), no mask, the plain
@@ -53,9 +55,9 @@ template <int D> constexpr int STAGES = D == 256 ? 1 : 2;
 // D = 256 in two 128-byte panels, each a TMA box of its own)
 template <int D> constexpr int PW = D < 128 ? D : 128;
 // Consumer warpgroups of 64 query rows a CTA: two, which share the K and V
-// stages; one at D = 256 with the leak-free mask, whose bf16 copy of V
-// leaves room in shared memory for one warpgroup's row sums only (each
-// 128-row tile then takes two CTAs, and the warpgroup all 255 registers).
+// stages; one at D = 256 with the leak-free mask, which then has all 255
+// registers a thread for the bf16 steps on O beside the rest (each 128-row
+// tile takes two CTAs).
 template <int D, bool LEAK> constexpr int CONSUMERS = D == 256 && LEAK ? 1 : 2;
 template <int D, bool LEAK> constexpr int THREADS = (CONSUMERS<D, LEAK> + 1) * 128;
 
@@ -104,10 +106,16 @@ template <int D, bool LEAK> struct __align__(1024) attn_shared {
     kv_stage<D> st[STAGES<D>];
     float qs[DB][BM];              // Q's scales per block of D, scale_pos_a order over the rows
     static constexpr int NC = CONSUMERS<D, LEAK>;
-    float psum[NC][64][BN + 1]; // a tile's P, a row per query (+1 against bank conflicts)
-    float alpha[NC][64];
-    int flags[NC][64]; // 1: the row sees a key of the tile; 2: its max grew
-    float l_final[NC][64];
+    // D = 256 makes S in two passes of 64 keys; the first pass's 32 values
+    // a thread wait here while the second is made, each thread's own
+    // (written and read by it alone: no barrier), [I][thread] against bank
+    // conflicts
+    float s_stash[D == 256 ? NC : 1][D == 256 ? 32 : 1][128];
+    // the row sums' partials 2t and 2t + 1 of a thread's two rows
+    // (cpu/ref/attn_fwd.c), [2 hh + e][thread]: each thread's own (no
+    // barrier), kept here between tiles so that they take no registers
+    // beside O's (at D = 256, with them in registers, ptxas spilled)
+    float lsum[NC][4][128];
     scale_range krange[STAGES<D>], vrange[STAGES<D>]; // the stage's K and V scale ranges
     uint64_t q_full, full[STAGES<D>], empty[STAGES<D>];
     alignas(1024) uint16_t vbf[LEAK ? STAGES<D> : 1][2][LEAK ? D * 64 : 8];
@@ -286,14 +294,6 @@ __device__ __forceinline__ bool normal_products(float lo_a, float hi_a, float lo
 {
     return __fmul_rn(lo_a, lo_b) >= 0x1p-126f && __fmul_rn(hi_a, hi_b) <= 0x1p127f;
 }
-
-// max that returns NaN when either input is NaN (the reference's row scan)
-__device__ __forceinline__ float fmax_nan(float a, float b)
-{
-    float d;
-    asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
-    return d;
-}
 #endif // MXFA_SM90_CODE
 
 struct attn_out {
@@ -405,15 +405,16 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
     const int wi = warp / 4 - 1, wg = NCONS == 2 ? wi : (int)blockIdx.x % 2;
     const int w = warp % 4, g = lane / 4, t = lane % 4, tid = (int)threadIdx.x - 128 * (wi + 1);
     const int row0 = wg * 64 + w * 16 + g;    // the tile rows of this thread: row0 and row0 + 8
-    const int local[2] = {w * 16 + g, w * 16 + g + 8}; // the same in the warpgroup
     const int lim[2] = {limit(r0 + row0), limit(r0 + row0 + 8)};
-    float m[2] = {NEG_INF, NEG_INF}, l = 0.0f; // l: row `tid` of the warpgroup (tid < 64)
+    float m[2] = {NEG_INF, NEG_INF};
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        sh.lsum[wi][k][tid] = 0.0f;
     float o[D / 2];
 #pragma unroll
     for (int i = 0; i < D / 2; i++)
         o[i] = 0.0f;
     const fp8_fmt f8 = fp8_e4m3();
-    const uint32_t wg_bar = 1 + wi;
     // the query tile's scale range (each key tile's comes with its stage)
     const scale_range qr = q_range[h * (q_rows / BM) + (sq.q_off + r0) / BM];
     const int lim_min = lim[0] < lim[1] ? lim[0] : lim[1];
@@ -430,7 +431,7 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
         // S = Q K^T block by block, promoted exactly: products of NW keys
         // and one block of D through two partials, the next one running
         // while one is promoted; KP keys at a time in registers (at D = 256
-        // the first 64 keys wait in psum while the next 64 are made).
+        // the first 64 keys wait in s_stash while the next 64 are made).
         constexpr int NW = D == 256 ? 32 : 64, KP = D == 256 ? 64 : BN, NC = KP / NW, NPS = DB * NC;
         float x[64], pa[NW / 2], pb[NW / 2];
         // product j of pass kp: block j / NC of D, keys kp KP + (j % NC) NW ..
@@ -513,37 +514,32 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
             float(&lo)[KP / 2] = *reinterpret_cast<float(*)[KP / 2]>(&x[0]);
             float(&hi)[KP / 2] = *reinterpret_cast<float(*)[KP / 2]>(&x[KP / 2]);
             s_pass(lo, 0);
-            named_sync(wg_bar, 128); // the previous tile's sums are done with psum
+            static_assert(KP / 2 == sizeof sh.s_stash[0] / sizeof sh.s_stash[0][0], "the stash holds a pass");
 #pragma unroll
             for (int I = 0; I < KP / 2; I++)
-                sh.psum[wi][local[(I / 2) % 2]][x_key(I)] = lo[I];
+                sh.s_stash[wi][I][tid] = lo[I];
             s_pass(hi, 1);
 #pragma unroll
             for (int I = 0; I < KP / 2; I++)
-                lo[I] = sh.psum[wi][local[(I / 2) % 2]][x_key(I)];
+                lo[I] = sh.s_stash[wi][I][tid];
         }
 
-        // x = S * c, masked (a tile the thread's rows see whole needs no
-        // test); the rows' maxima (NaN wins, as in the reference's scan)
-        if (c0 + BN - 1 <= lim_min) {
-#pragma unroll
-            for (int i = 0; i < 64; i++)
-                x[i] = __fmul_rn(x[i], c);
-        } else {
-            int see[2]; // the number of the tile's keys each row sees
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++) {
-                const int last = lim[hh];
-                see[hh] = last < c0 ? 0 : last - c0 >= BN ? BN : (int)(last - c0) + 1;
-            }
-#pragma unroll
-            for (int i = 0; i < 64; i++)
-                x[i] = 8 * (i / 4) + 2 * t + i % 2 < see[(i / 2) % 2] ? __fmul_rn(x[i], c) : NEG_INF;
-        }
+        // x holds S. The rows' maxima of S * c over the keys they see (NaN
+        // wins, as in the reference's scan); a tile the thread's rows see
+        // whole needs no test
+        const bool whole = c0 + BN - 1 <= lim_min;
+        // whether element i's key is one its row sees (outside a whole tile)
+        auto sees = [&](int i) { return c0 + x_key(i) <= lim[(i / 2) % 2]; };
         float mx[2] = {NEG_INF, NEG_INF};
+        if (whole) {
 #pragma unroll
-        for (int i = 0; i < 64; i++)
-            mx[(i / 2) % 2] = fmax_nan(mx[(i / 2) % 2], x[i]);
+            for (int i = 0; i < 64; i++)
+                mx[(i / 2) % 2] = fmax_nan(mx[(i / 2) % 2], __fmul_rn(x[i], c));
+        } else {
+#pragma unroll
+            for (int i = 0; i < 64; i++)
+                mx[(i / 2) % 2] = fmax_nan(mx[(i / 2) % 2], sees(i) ? __fmul_rn(x[i], c) : NEG_INF);
+        }
         bool vis[2], grew[2];
         float alpha[2] = {1.0f, 1.0f};
 #pragma unroll
@@ -565,34 +561,37 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
             for (int i = 0; i < D / 2; i++)
                 o[i] = __fmul_rn(o[i], alpha[(i / 2) % 2]);
         }
-        // P = exp2((x - m) + 8), in [0, 256]
+        // P = exp2(min(fma(S, c, b), 8)) with b = 8 - m, in [0, 256]; 0 for
+        // the keys a row does not see. A row that sees no finite score
+        // (m_new = -Inf: its S are -Inf) takes b = -Inf, so its P are 0 too.
+        float b[2];
 #pragma unroll
-        for (int i = 0; i < 64; i++)
-            x[i] = x[i] == NEG_INF ? 0.0f : mx_exp2(__fadd_rn(__fsub_rn(x[i], m[(i / 2) % 2]), 8.0f));
-
-        // l: the tile's P of a row added in key order by one thread, as the reference does
-        if constexpr (KP == BN)
-            named_sync(wg_bar, 128); // the previous tile's sums are done with psum
+        for (int hh = 0; hh < 2; hh++)
+            b[hh] = vis[hh] ? __fsub_rn(8.0f, m[hh]) : NEG_INF;
+        auto p_of = [&](int i) { return mx_exp2(fmin_nan(__fmaf_rn(x[i], c, b[(i / 2) % 2]), 8.0f)); };
+        if (whole) {
 #pragma unroll
-        for (int i = 0; i < 64; i++)
-            sh.psum[wi][local[(i / 2) % 2]][8 * (i / 4) + 2 * t + i % 2] = x[i];
-        if (t == 0)
-            for (int hh = 0; hh < 2; hh++) {
-                sh.flags[wi][local[hh]] = (int)vis[hh] | (int)grew[hh] << 1;
-                sh.alpha[wi][local[hh]] = alpha[hh];
-            }
-        named_sync(wg_bar, 128);
-        if (tid < 64) {
-            const int fl = sh.flags[wi][tid];
-            if (fl & 1) {
-                if (fl & 2)
-                    l = __fmul_rn(l, sh.alpha[wi][tid]);
-                float sum = 0.0f;
-                for (int j = 0; j < BN; j++)
-                    sum = __fadd_rn(sum, sh.psum[wi][tid][j]);
-                l = __fadd_rn(l, __fmul_rn(sum, 0.00390625f));
-            }
+            for (int i = 0; i < 64; i++)
+                x[i] = p_of(i);
+        } else {
+#pragma unroll
+            for (int i = 0; i < 64; i++)
+                x[i] = sees(i) ? p_of(i) : 0.0f;
         }
+
+        // the row sums: each partial scaled by alpha (1 where the max did
+        // not grow: L * 1 is L), then the tile's P added, key 8q + 2t + e of
+        // row hh into partial 2 hh + e, in key order
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float part = __fmul_rn(sh.lsum[wi][2 * hh + e][tid], alpha[hh]);
+#pragma unroll
+                for (int q = 0; q < BN / 8; q++)
+                    part = __fadd_rn(part, x[4 * q + 2 * hh + e]);
+                sh.lsum[wi][2 * hh + e][tid] = part;
+            }
 
         // P to E4M3 (const: scale 2^0, the -8 at the promotion; dynamic: the
         // rceil rule per row and 32 keys), as the A fragments of the four
@@ -823,17 +822,26 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
             s = 0, phase ^= 1;
     }
 
+    // l: the eight partials of a row, two a thread of its quad, combined
+    // by mxfa_ref_row_sum's tree a level a shuffle: thread t's L_2t + L_2t+1,
+    // then with thread t ^ 1's ((L0 + L1) + (L2 + L3) at t = 0 and 1, the
+    // other half at 2 and 3), then with thread t ^ 2's (addition commutes,
+    // so all four get the same bits), times 2^-8
+    float l[2];
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        float v = __fadd_rn(sh.lsum[wi][2 * hh][tid], sh.lsum[wi][2 * hh + 1][tid]);
+        v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, 1));
+        v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, 2));
+        l[hh] = __fmul_rn(v, 0.00390625f);
+    }
     // O = O / l, LSE = (m + log2 l) ln 2; rows that saw nothing: 0 and -Inf
-    named_sync(wg_bar, 128);
-    if (tid < 64)
-        sh.l_final[wi][tid] = l;
-    named_sync(wg_bar, 128);
 #pragma unroll
     for (int hh = 0; hh < 2; hh++) {
         const int64_t i = r0 + row0 + 8 * hh;
         if (i >= sq.lq)
             continue;
-        const float lr = sh.l_final[wi][local[hh]];
+        const float lr = l[hh];
         const bool any = lr != 0.0f || lr != lr;
         const int64_t token = sq.q0 + i;
         for (int jj = 0; jj < D / 8; jj++)
