@@ -26,20 +26,32 @@ __device__ __forceinline__ float fmin_nan(float a, float b)
     return d;
 }
 
-// mxfa_exp2 without branches, for the softmax's inner loop: a NaN passes
-// the clamp and every operation after it, so it comes out a NaN (the
-// device's canonical one rather than the input's bits; nothing downstream
-// tells NaNs apart: P's code is 0x7F and the outputs are canonical).
-__device__ __forceinline__ float mx_exp2(float x)
+// mxfa_exp2's steps after its clamp, for x already in [-127, 128] (or NaN):
+// a NaN passes every operation, so it comes out a NaN (the device's
+// canonical one rather than the input's bits; nothing downstream tells NaNs
+// apart: P's code is 0x7F and the outputs are canonical).
+__device__ __forceinline__ float mx_exp2_clamped(float xc)
 {
     constexpr float SHIFT = 12582912.0f; // 1.5 * 2^23
-    const float xc = fmin_nan(fmax_nan(x, -127.0f), 128.0f);
     const float t = __fadd_rn(xc, SHIFT);
     const float f = __fsub_rn(xc, __fsub_rn(t, SHIFT));
     float p = __fmaf_rn(__uint_as_float(0x3D61FBB0u), f, __uint_as_float(0x3E786F0Du));
     p = __fmaf_rn(p, f, __uint_as_float(0x3F31798Du));
     p = __fmaf_rn(p, f, __uint_as_float(0x3F7FFB49u));
     return __fmul_rn(p, __uint_as_float((__float_as_uint(t) << 23) + 0x3F800000u));
+}
+
+// mxfa_exp2 without branches, for the softmax's inner loop.
+__device__ __forceinline__ float mx_exp2(float x)
+{
+    return mx_exp2_clamped(fmin_nan(fmax_nan(x, -127.0f), 128.0f));
+}
+
+// The forward softmax's P = exp2(min(z, 8)) (docs/NUMERICS.md, "Attention
+// forward"): one clamp to [-127, 8] in place of two.
+__device__ __forceinline__ float mx_exp2_capped8(float z)
+{
+    return mx_exp2_clamped(fmin_nan(fmax_nan(z, -127.0f), 8.0f));
 }
 
 __device__ __forceinline__ float mx_log2(float xf)

@@ -217,7 +217,7 @@ __device__ __forceinline__ void make_p(Block block, int64_t valid, float c, floa
         bool has_nan = false, has_inf = false;
 #pragma unroll
         for (int i = 0; i < 32; i++) {
-            xs[i] = 32 * kb + i < valid ? mx_exp2(fmin_nan(__fmaf_rn(__uint_as_float(w[i]), c, b), 8.0f)) : 0.0f;
+            xs[i] = 32 * kb + i < valid ? mx_exp2_capped8(__fmaf_rn(__uint_as_float(w[i]), c, b)) : 0.0f;
             lsum[i % PARTIALS] = __fadd_rn(lsum[i % PARTIALS], xs[i]);
             const uint32_t a = __float_as_uint(xs[i]) & 0x7FFFFFFFu;
             has_nan |= a > 0x7F800000u, has_inf |= a == 0x7F800000u;

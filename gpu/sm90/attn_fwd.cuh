@@ -568,7 +568,7 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
 #pragma unroll
         for (int hh = 0; hh < 2; hh++)
             b[hh] = vis[hh] ? __fsub_rn(8.0f, m[hh]) : NEG_INF;
-        auto p_of = [&](int i) { return mx_exp2(fmin_nan(__fmaf_rn(x[i], c, b[(i / 2) % 2]), 8.0f)); };
+        auto p_of = [&](int i) { return mx_exp2_capped8(__fmaf_rn(x[i], c, b[(i / 2) % 2])); };
         if (whole) {
 #pragma unroll
             for (int i = 0; i < 64; i++)

@@ -55,70 +55,101 @@ __device__ __forceinline__ int64_t packed_token(const seq *seqs, int batch, bool
 }
 
 // Q or K: codes [tokens][H][D] and scale bytes [tokens][H][D / 32] to bf16
-// [H][rows][D]. A thread a packed row; grid x over rows / 128, y the heads.
+// [H][rows][D], 8 elements (16 bytes out) a thread, consecutive threads on
+// consecutive pieces of a row, so that reads and writes are whole lines.
+// Grid x over rows * D / 8 / 256 blocks of 256 threads, y the heads.
 template <int D>
 __global__ void pack_rows_bf16(const uint8_t *codes, const uint8_t *scales, const seq *seqs, int batch, bool keys,
                                uint16_t *out, int64_t rows)
 {
-    const int64_t p = (int64_t)blockIdx.x * 128 + threadIdx.x, h = blockIdx.y, heads = gridDim.y;
+    const int64_t at = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, h = blockIdx.y, heads = gridDim.y;
+    const int64_t p = at / (D / 8);
+    const int c = (int)(at % (D / 8)) * 8;
+    if (p >= rows)
+        return;
     int64_t token = 0;
-    const bool real = packed_token(seqs, batch, keys, p, &token) >= 0;
-    uint4 *dst = reinterpret_cast<uint4 *>(out + (h * rows + p) * D);
-    const uint8_t *src = codes + (token * heads + h) * D, *sc = scales + (token * heads + h) * (D / 32);
-    for (int c = 0; c < D; c += 8) {
-        uint32_t w[4] = {0, 0, 0, 0};
-        if (real) {
-            const uint2 c8 = *reinterpret_cast<const uint2 *>(src + c);
-            const uint32_t s = sc[c / 32], in[2] = {c8.x, c8.y};
+    uint32_t w[4] = {0, 0, 0, 0};
+    if (packed_token(seqs, batch, keys, p, &token) >= 0) {
+        const uint2 c8 = *reinterpret_cast<const uint2 *>(codes + (token * heads + h) * D + c);
+        const uint32_t sc = scales[(token * heads + h) * (D / 32) + c / 32], in[2] = {c8.x, c8.y};
 #pragma unroll
-            for (int e = 0; e < 8; e++)
-                w[e / 2] |= (uint32_t)widen_e4m3(in[e / 4] >> (8 * (e % 4)) & 0xFFu, s) << (16 * (e % 2));
-        }
-        dst[c / 8] = make_uint4(w[0], w[1], w[2], w[3]);
+        for (int e = 0; e < 8; e++)
+            w[e / 2] |= (uint32_t)widen_e4m3(in[e / 4] >> (8 * (e % 4)) & 0xFFu, sc) << (16 * (e % 2));
     }
+    *reinterpret_cast<uint4 *>(out + (h * rows + p) * D + c) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
 // V: codes [tokens][H][D] and col-block scale bytes [vblocks][H][D] to
 // bf16 V^T [H][D][rows]; with raw (the leak-free mask), also the input
 // itself rounded to bf16, V^T the same way. bad[h][rows / 32]: 1 where a
-// block of 32 keys holds a NaN or Inf in either. A block a 32 packed keys,
-// a thread a column of V; grid y over the heads.
+// block of 32 keys holds a NaN or Inf in either. A transpose through
+// shared memory: a block of 256 threads takes 64 packed keys and 64 columns
+// of a head, reads them a key's row at a time and writes them a column's
+// row at a time, 128 bytes a row either way. Grid x over rows / 64, y over
+// D / 64, z over the heads.
 template <int D>
 __global__ void pack_vt_bf16(const uint8_t *codes, const uint8_t *scales, nd3 v, bool raw, const seq *seqs, int batch,
                              uint16_t *vt, uint16_t *vraw, int *bad, int64_t rows)
 {
-    const int64_t p0 = (int64_t)blockIdx.x * 32, h = blockIdx.y, heads = gridDim.y;
-    const int e = (int)threadIdx.x;
-    const int b = last_at_or_below(batch, p0, [&](int s) { return seqs[s].k_off; });
-    const int64_t j0 = p0 - seqs[b].k_off;
-    const bool real_block = j0 >= 0 && j0 < seqs[b].lk;
-    const uint32_t scale = real_block ? scales[((seqs[b].v_block + j0 / 32) * heads + h) * D + e] : 0x7Fu;
-    uint32_t w[16] = {}, r[16] = {};
-    bool finite = true;
-#pragma unroll
-    for (int f = 0; f < 32; f++) {
+    __shared__ uint8_t code_t[64][64 + 4]; // [key][column], padded against bank conflicts
+    __shared__ uint8_t scale_t[2][64];     // [block of 32 keys][column]
+    __shared__ uint16_t raw_t[64][64 + 2];
+    const int64_t p0 = (int64_t)blockIdx.x * 64, h = blockIdx.z, heads = gridDim.z;
+    const int e0 = (int)blockIdx.y * 64, tid = (int)threadIdx.x;
+    {
+        const int k = tid / 4, c = (tid % 4) * 16; // 16 bytes of a key's row
         int64_t token;
-        if (packed_token(seqs, batch, true, p0 + f, &token) < 0)
-            continue;
-        const uint32_t x = widen_e4m3(codes[(token * heads + h) * D + e], scale);
-        w[f / 2] |= x << (16 * (f % 2));
-        finite &= bf16_finite(x);
-        if (raw) {
-            const uint32_t y = f32_to_bf16(__float_as_uint(load3(v, token, h, e)));
-            r[f / 2] |= y << (16 * (f % 2));
-            finite &= bf16_finite(y);
+        const bool real = packed_token(seqs, batch, true, p0 + k, &token) >= 0;
+        uint4 q = make_uint4(0, 0, 0, 0);
+        if (real)
+            q = *reinterpret_cast<const uint4 *>(codes + (token * heads + h) * D + e0 + c);
+        const uint32_t in[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            code_t[k][c + i] = (uint8_t)(in[i / 4] >> (8 * (i % 4)));
+        if (raw)
+#pragma unroll
+            for (int i = 0; i < 16; i++)
+                raw_t[k][c + i] = real ? (uint16_t)f32_to_bf16(__float_as_uint(load3(v, token, h, e0 + c + i))) : 0;
+        if (tid < 128) { // the scales of the two blocks of 32 keys
+            const int blk = tid / 64, col = tid % 64;
+            const int64_t pb = p0 + 32 * blk;
+            const int b = last_at_or_below(batch, pb, [&](int s) { return seqs[s].k_off; });
+            const int64_t j0 = pb - seqs[b].k_off;
+            scale_t[blk][col] = j0 >= 0 && j0 < seqs[b].lk
+                                    ? scales[((seqs[b].v_block + j0 / 32) * heads + h) * D + e0 + col]
+                                    : (uint8_t)0x7F;
         }
     }
-    uint4 *dst = reinterpret_cast<uint4 *>(vt + (h * D + e) * rows + p0);
-    for (int i = 0; i < 4; i++)
-        dst[i] = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
-    if (raw) {
-        uint4 *rdst = reinterpret_cast<uint4 *>(vraw + (h * D + e) * rows + p0);
-        for (int i = 0; i < 4; i++)
-            rdst[i] = make_uint4(r[4 * i], r[4 * i + 1], r[4 * i + 2], r[4 * i + 3]);
+    __syncthreads();
+    const int col = tid / 4, k0 = (tid % 4) * 16; // 16 keys of a column's row
+    uint32_t w[8], r[8];
+    bool finite = true;
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        const uint32_t x = widen_e4m3(code_t[k0 + i][col], scale_t[(k0 + i) / 32][col]);
+        finite &= bf16_finite(x);
+        w[i / 2] = i % 2 ? w[i / 2] | x << 16 : x;
+        if (raw) {
+            const uint32_t y = raw_t[k0 + i][col];
+            finite &= bf16_finite(y);
+            r[i / 2] = i % 2 ? r[i / 2] | y << 16 : y;
+        }
     }
-    if (__syncthreads_or(!finite) && e == 0)
-        bad[h * (rows / 32) + p0 / 32] = 1;
+    uint4 *dst = reinterpret_cast<uint4 *>(vt + (h * D + e0 + col) * rows + p0 + k0);
+    dst[0] = make_uint4(w[0], w[1], w[2], w[3]), dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
+    if (raw) {
+        uint4 *rdst = reinterpret_cast<uint4 *>(vraw + (h * D + e0 + col) * rows + p0 + k0);
+        rdst[0] = make_uint4(r[0], r[1], r[2], r[3]), rdst[1] = make_uint4(r[4], r[5], r[6], r[7]);
+    }
+    // a block of 32 keys is bad when any of its values in any column is
+    const int bad0 = __syncthreads_or(!finite && k0 < 32), bad1 = __syncthreads_or(!finite && k0 >= 32);
+    if (tid == 0) {
+        if (bad0)
+            bad[h * (rows / 32) + p0 / 32] = 1;
+        if (bad1)
+            bad[h * (rows / 32) + p0 / 32 + 1] = 1;
+    }
 }
 
 // ---- host side ----
@@ -229,12 +260,12 @@ cudaError_t pack_operands(const attn_fwd_args &a, bool raw, scratch &mem, cudaSt
     free(vsegs);
     if (e != cudaSuccess)
         return e;
-    pack_rows_bf16<D><<<dim3((unsigned)(q_rows / 128), (unsigned)hq), 128, 0, stream>>>(qc, qsb, ops->seqs, batch,
-                                                                                     false, ops->q, q_rows);
+    pack_rows_bf16<D><<<dim3((unsigned)(q_rows * D / 8 / 256), (unsigned)hq), 256, 0, stream>>>(
+        qc, qsb, ops->seqs, batch, false, ops->q, q_rows);
     if (tk > 0) {
-        pack_rows_bf16<D><<<dim3((unsigned)(k_rows / 128), (unsigned)hkv), 128, 0, stream>>>(kc, ksb, ops->seqs, batch,
-                                                                                          true, ops->k, k_rows);
-        pack_vt_bf16<D><<<dim3((unsigned)(k_rows / 32), (unsigned)hkv), D, 0, stream>>>(
+        pack_rows_bf16<D><<<dim3((unsigned)(k_rows * D / 8 / 256), (unsigned)hkv), 256, 0, stream>>>(
+            kc, ksb, ops->seqs, batch, true, ops->k, k_rows);
+        pack_vt_bf16<D><<<dim3((unsigned)(k_rows / 64), D / 64, (unsigned)hkv), 256, 0, stream>>>(
             vc, vsb, a.v, raw, ops->seqs, batch, ops->vt, ops->vraw, ops->bad, k_rows);
     } else { // no key anywhere: K and V are zeros the kernel never reads past a limit
         if ((e = cudaMemsetAsync(ops->k, 0, sizes[7], stream)) != cudaSuccess ||

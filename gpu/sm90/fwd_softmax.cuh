@@ -28,20 +28,6 @@ namespace fwd90 {
 
 constexpr float NEG_INF = -__builtin_huge_valf();
 
-__device__ __forceinline__ float max_nan(float a, float b)
-{
-    float d;
-    asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
-    return d;
-}
-
-__device__ __forceinline__ float min_nan(float a, float b)
-{
-    float d;
-    asm("min.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
-    return d;
-}
-
 // A thread's two rows: the running maximum (log2 domain) and the row sum's
 // partials, [row][e] for keys j with j mod 8 = 2t + e.
 struct rows2 {
@@ -105,14 +91,14 @@ __device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, c
     float mx[2] = {NEG_INF, NEG_INF};
 #pragma unroll
     for (int i = 0; i < BN / 2; i++)
-        mx[(i / 2) % 2] = max_nan(mx[(i / 2) % 2], s[i]);
+        mx[(i / 2) % 2] = fmax_nan(mx[(i / 2) % 2], s[i]);
     max_step st;
     float b[2];
 #pragma unroll
     for (int hh = 0; hh < 2; hh++) {
-        mx[hh] = max_nan(mx[hh], __shfl_xor_sync(0xFFFFFFFFu, mx[hh], 1));
-        mx[hh] = max_nan(mx[hh], __shfl_xor_sync(0xFFFFFFFFu, mx[hh], 2));
-        const float m_new = max_nan(r.m[hh], __fmul_rn(mx[hh], c));
+        mx[hh] = fmax_nan(mx[hh], __shfl_xor_sync(0xFFFFFFFFu, mx[hh], 1));
+        mx[hh] = fmax_nan(mx[hh], __shfl_xor_sync(0xFFFFFFFFu, mx[hh], 2));
+        const float m_new = fmax_nan(r.m[hh], __fmul_rn(mx[hh], c));
         st.grows[hh] = m_new > r.m[hh];
         st.alpha[hh] = st.grows[hh] ? mx_exp2(__fsub_rn(r.m[hh], m_new)) : 1.0f;
         if (st.grows[hh])
@@ -136,7 +122,7 @@ __device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, c
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
                     float &x = s[4 * j + 2 * hh + e];
-                    x = mx_exp2(min_nan(__fmaf_rn(x, c, b[hh]), 8.0f));
+                    x = mx_exp2_capped8(__fmaf_rn(x, c, b[hh]));
                     r.part[hh][e] = __fadd_rn(r.part[hh][e], x);
                 }
         uint32_t scale[2] = {0x7Fu, 0x7Fu};
