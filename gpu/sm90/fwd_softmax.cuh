@@ -71,6 +71,16 @@ __device__ __forceinline__ uint32_t p_pair_const(uint32_t two)
     return r;
 }
 
+// The maximum of row hh's scores in column groups [J, J + N) (keys 8j + 2t
+// and 8j + 2t + 1 of the thread's), as a tree.
+template <int BN, int J, int N> __device__ __forceinline__ float row_max(const float (&s)[BN / 2], int hh)
+{
+    if constexpr (N == 1)
+        return fmax_nan(s[4 * J + 2 * hh], s[4 * J + 2 * hh + 1]);
+    else
+        return fmax_nan(row_max<BN, J, N / 2>(s, hh), row_max<BN, J + N / 2, N / 2>(s, hh));
+}
+
 // The softmax of one tile. s: the scores (fp32, the accumulator fragment),
 // overwritten; vis[hh]: how many of the tile's keys row hh sees, from its
 // first (the rest are masked: -Inf before the maximum); c: fl(scale *
@@ -87,11 +97,9 @@ __device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, c
             if (8 * (i / 4) + 2 * t + i % 2 >= vis[(i / 2) % 2])
                 s[i] = NEG_INF;
     }
-    // the maximum, in any order (max is exact; any NaN makes it NaN)
-    float mx[2] = {NEG_INF, NEG_INF};
-#pragma unroll
-    for (int i = 0; i < BN / 2; i++)
-        mx[(i / 2) % 2] = fmax_nan(mx[(i / 2) % 2], s[i]);
+    // the maximum, in any order (max is exact; any NaN makes it NaN): a
+    // tree, whose depth is log2 of a row's BN / 4 scores, not their count
+    float mx[2] = {row_max<BN, 0, BN / 8>(s, 0), row_max<BN, 0, BN / 8>(s, 1)};
     max_step st;
     float b[2];
 #pragma unroll
@@ -158,11 +166,13 @@ __device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, c
 }
 
 // O (the P V accumulator fragment, N = D) scaled by the tile's alpha where
-// a row's maximum grew (alpha is 1 elsewhere, and O * 1 is O). Always: a
-// branch here would be one that the compiler cannot prove uniform across
-// the warpgroup, around the wgmma's registers.
+// a row's maximum grew (alpha is 1 elsewhere, and O * 1 is O); a warp none
+// of whose rows grew leaves it. After the first tiles the maximum seldom
+// grows, and this is one multiplication a score.
 template <int D> __device__ __forceinline__ void rescale_o(float (&o)[D / 2], const max_step &st)
 {
+    if (!__any_sync(0xFFFFFFFFu, st.grows[0] || st.grows[1]))
+        return;
 #pragma unroll
     for (int i = 0; i < D / 2; i++)
         o[i] = __fmul_rn(o[i], st.alpha[(i / 2) % 2]);
