@@ -8,8 +8,11 @@
 #ifndef MXFA_CLI_RUN_H
 #define MXFA_CLI_RUN_H
 
+#include <config.h> /* nftw and mkdtemp: the system extensions */
+
 #include <dirent.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -45,17 +48,18 @@ static const char *path(const char *name)
     return buf[k];
 }
 
-/* Remove the scratch directory and what is in it. */
+/* Remove the scratch directory and everything under it (the study's
+ * output directories included), deepest entries first. */
+static int cli_remove_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(p);
+    return 0; /* keep going: whatever is left shows in distcheck */
+}
+
 static __attribute__((unused)) void cli_finish(void)
 {
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && (e = readdir(d)))
-        if (e->d_name[0] != '.')
-            remove(path(e->d_name));
-    if (d)
-        closedir(d);
-    rmdir(dir);
+    nftw(dir, cli_remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* How a run is made beyond its arguments. */

@@ -202,15 +202,6 @@ static void attention(void)
            same_file(path("st1/results.csv"), path("st2/results.csv"));
     if (!ok(good, "study on float64 and float16 tensors writes the results of their float32 values"))
         diag("%s", errtext);
-    for (int i = 1; i <= 2; i++) {
-        char sub[16], file[64];
-        snprintf(sub, sizeof sub, "st%d", i);
-        snprintf(file, sizeof file, "%s/results.csv", sub);
-        remove(path(file));
-        snprintf(file, sizeof file, "%s/error_histogram.svg", sub);
-        remove(path(file));
-        rmdir(path(sub));
-    }
 }
 
 int main(void)
