@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Shared pieces of the libFuzzer targets (configure --enable-fuzzing, with
  * clang): reading choices from the fuzzer's bytes, and tensor descriptors

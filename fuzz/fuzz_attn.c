@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The argument checking of the attention and product entry points: tensor
  * descriptors, cu_seqlens, head counts, head dims and parameters chosen by

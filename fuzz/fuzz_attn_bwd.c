@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The argument checking of attention backward (mxfa_attn_bwd with dense or
  * MXFP8 dK and dV) and of the float64 truths (mxfa_attn_fwd_f64,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Jagged batches: the offset helpers against their definitions, jagged
  * quantization on ref and cpu (same status, same bytes), and the scatter of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The layout conversions through the public API, against their definitions
  * written out here: mxfa_transpose (every pair of block shapes, formats and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The .npy reader on arbitrary bytes: it must accept or refuse without
  * reading past the buffer, leaking, or overflowing a size, and what it

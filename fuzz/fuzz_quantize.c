@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Quantization, dequantization and the scale layouts through the public
  * API, with shapes, strides, blocks, presets, formats and data from the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The cuda backend: the module's entry point, its context (the device and
 // the caller's stream), CUDA errors as mxfa statuses, and host tensors
 // staged through device memory. The kernels are in gpu/common/.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The cuda backend's module (mxfa-cuda.so): what its host code and kernel
 // launchers share. libmxfa has checked every argument before a backend
 // operation is called; views here point into device memory (host tensors

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Entry points for attention: argument checking, defaults, and dispatch to
  * the backend (or to the float64 truth). */
 #include <math.h>

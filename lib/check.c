@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Argument checking shared by every entry point: descriptors, sizes,
  * strides, overlap and jagged offsets. */
 #include "internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Contexts and the backend registry. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Device memory and streams through the context's backend (mxfa.h). */
 #include <stdint.h>
 #include <stdio.h>

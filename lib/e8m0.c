@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * E8M0: the OCP MX scale format, 2^(code - 127). No sign, no zero, no Inf;
  * 0xFF is NaN. Code 0x00 is 2^-127, an fp32 subnormal (never 0 or 1).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Status strings and the per-context (or per-thread) last-error message. */
 #include <stdio.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Integer round-and-pack for fp32, the primitive of every exact conversion. */
 #include "formats.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Internal bit-level model of the formats: fp32 fields, the FP8 element
  * formats as data, and the one rounding routine of each target format.

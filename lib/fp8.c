@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * FP8 element codecs (OCP OFP8: E4M3 "e4m3fn" and E5M2), integer-only.
  *

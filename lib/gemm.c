@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Entry points for matrix products: mxfa_gemm under a numerics model, and
  * chains of single tensor-core instructions. Arguments are checked here. */
 #include "internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Internals shared by the API layer and the backends: contexts, the backend
  * table, validated matrix views and error reporting. Nothing here is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Entry points for scale-factor layouts: the swizzled 128x4 atoms and the
  * jagged (variable-length) batches with 128-aligned scale offsets. */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Error metrics of a result against a reference (docs/NUMERICS.md,
  * "Accuracy against the float64 truth"), in double precision. */
 #include <math.h>

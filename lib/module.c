@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Loading the cuda backend's module (lib/module.h). */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Backends built as modules: libmxfa opens the cuda backend with dlopen
  * when a context first asks for it, so that libmxfa itself links no CUDA

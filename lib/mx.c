@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Entry points for MXFP8 matrices: quantize, dequantize, transpose, and the
  * square-to-row/col scale expansion. Arguments are checked here, once. */
 #include <stdlib.h>

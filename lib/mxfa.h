@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mxfa: MXFP8 block-scaled attention, with a bit-exact CPU emulator as the
  * reference that every backend reproduces.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Names of the enums, as the CLI and the docs spell them. */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* .npy reading (strict) and atomic writing. */
 #include "config.h"
 

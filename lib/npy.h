@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Strict .npy (NumPy format 1.0, 2.0 and 3.0) reading, and atomic writing.
  * Little-endian, C order only. Not part of libmxfa's interface: the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Helpers shared by the attention tests: tensor views (normal samples are tap.h's gauss). */
 #ifndef MXFA_ATTN_UTIL_H
 #define MXFA_ATTN_UTIL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Reads tests/data/contract_e4m3.txt (the published contract vectors). */
 #ifndef MXFA_CONTRACT_H
 #define MXFA_CONTRACT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A fuzz target's kept inputs (tests/fuzz/FUZZ_TARGET/: inputs that once
  * found bugs, and a small corpus covering the target's paths) run through

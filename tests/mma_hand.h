@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Reads tests/data/mma_hand.txt: single-instruction cases with results
  * worked out by hand (the derivations are in the file). */
 #ifndef MXFA_MMA_HAND_H

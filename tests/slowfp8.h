@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Slow, independent references for the tests. They share no code with the
  * library: values are built with ldexp in double precision (which holds

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A slow, independent reference of the tensor-core numerics models, for the
  * tests. It shares no code with the library: every value is an exact

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Versions, status strings, contexts and the backend registry, including
  * the MXFA_BACKEND override and the rule that a missing backend is an
  * error, never a silent fallback. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The bad-input contract (docs/ERRORS.md) for the attention and product
  * entry points. Each case starts from a call that succeeds, breaks one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The bad-input contract: every entry point checks its arguments and fails
  * with the specific status and a message, leaving every output byte as it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * MXFP8 attention backward: the float64 gradients against central finite
  * differences of the float64 forward pass; each model's error against them

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * MXFP8 attention forward: the float64 truth against a naive softmax in the
  * test; each model's error against the truth inside the bands of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The mxfa command-line program, run as a user would: the contract vectors
  * byte for byte through `mxfa quantize` under every preset, the round trip

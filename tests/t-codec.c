@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * FP8 codecs: every code of E4M3 and E5M2 decoded and re-encoded, and
  * fp32 -> FP8 in both overflow modes against the slow reference of

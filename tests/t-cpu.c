@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The cpu backend against ref, bit for bit: quantization (every block
  * shape, preset and element format, dense and jagged), dequantization, the

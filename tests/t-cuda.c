@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The cuda backend against ref, byte for byte: quantization of every block
  * shape, preset, element format and source dtype on random sizes (ragged

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* E8M0 scales: all 256 codes decoded, both rounding rules and both overflow
  * modes against the slow reference, on boundaries and random inputs. */
 #include "mxfa.h"

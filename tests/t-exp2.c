@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The softmax's exp2 and log2: special values, exact cases, exp2 against a
  * model written from its definition in docs/NUMERICS.md (rintf for the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # mxfa.h stands alone and is clean C99, C11 and C++: a translation unit
 # that includes only it and calls through it compiles with every warning
 # as an error, under each language standard.

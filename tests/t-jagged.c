@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Jagged (variable-length) batches: 128-aligned scale offsets, jagged
  * quantization (blocks restart at every sequence, and equal quantizing each

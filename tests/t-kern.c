@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * White-box checks of the cpu backend's vector kernels that the
  * attention tests reach too rarely to trust, on every instruction set this

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The swizzled scale layout: offsets of known entries worked out by hand
  * from the atom definition, an independent restatement of the formula on

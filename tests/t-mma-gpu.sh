@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The Hopper tensor-core models against the hardware: runs gpu/sm90/mma-probe
 # (built with --with-cuda) when an sm_90 GPU is usable, and reports SKIP
 # otherwise. MXFA_PROBE_ARGS passes options (for example --cases 100000).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Every numerics model, and the two Hopper instructions, against the slow
  * independent reference of slowmma.h on seeded random cases: at least 10^6

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The numerics models on cases whose results are worked out by hand, the
  * derivation beside each: the single-instruction cases of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Allocation failures are reported, not crashed on: this program supplies
  * malloc, calloc, realloc and the aligned allocators itself (on glibc, over

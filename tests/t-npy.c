@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The strict .npy reader: valid files in the shapes NumPy writes them, and
  * every kind of malformed or hostile file refused with a clear error. */
 #include "narrowing.h"

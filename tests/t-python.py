@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The Python package against independent references, TAP output: the CLI
 (tools/mxfa, a separate program over the same library) for quantization,
 layouts, products and attention, byte for byte; a numpy decoder of E4M3,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The Python package (python/mxfa) against the CLI and the C API: runs
 # tests/t-python.py with the build's libmxfa and tools/mxfa. SKIP without a
 # Python 3 or without numpy.

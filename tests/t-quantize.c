@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Block quantization: the published contract vectors for every preset, and
  * every preset x format x block shape against a slow reference quantizer

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The Blackwell (sm_100a) kernels, which no machine of the test suite can
 # run, checked as built: each compiles for sm_100a, ptxas spills nothing
 # and keeps no stack in them (its report, which the build keeps beside the

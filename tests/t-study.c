@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * `mxfa study` run as a user would: the quick demo writes a CSV that
  * parses (every row complete, every number a number, the metrics in their

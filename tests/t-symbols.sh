@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The shared library exports the public API and nothing else: every
 # defined dynamic symbol starts with mxfa_, and every function declared
 # MXFA_API in mxfa.h is exported.

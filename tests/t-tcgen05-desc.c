@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The Blackwell kernels' operand descriptions (gpu/sm100/tcgen05_desc.h),
  * built on the host and checked against the PTX ISA's definitions:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Square blocks are transpose-invariant: quantizing X^T gives exactly the
  * transposed payload and scales of quantizing X, and mxfa_transpose turns

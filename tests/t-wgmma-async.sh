@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The GEMM kernels' wgmma instructions must stay asynchronous. When ptxas
 # cannot prove that nothing touches the registers of a wgmma in flight (or
 # that no divergent branch runs meanwhile) it waits for each one to finish,

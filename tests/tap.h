@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A few-line TAP producer for the test programs (read by automake's
  * tap-driver.sh), with the seeded random generator every test uses.

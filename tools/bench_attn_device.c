@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mxfa bench on a backend with device memory: attention forward and
  * backward at the shapes of the H200 baselines (the scripts of bench/, run

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mxfa bench on a backend with device memory (cuda): quantization,
  * dequantization and the swizzled scale layout of one large matrix in

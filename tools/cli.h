@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared pieces of the mxfa command-line program. */
 #ifndef MXFA_CLI_H
 #define MXFA_CLI_H

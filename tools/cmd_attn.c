@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mxfa attn: MXFP8 attention forward on .npy files, with the error against
  * the float64 truth on request. */
 #include <errno.h>

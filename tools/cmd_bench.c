@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mxfa bench: throughput of the operations that studies spend their time
  * in, on one backend, with a progress line on stderr and a table on

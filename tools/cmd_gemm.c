@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mxfa gemm: D = A * B^T + C for MXFP8 A and B under a numerics model. */
 #include <getopt.h>
 #include <limits.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mxfa info: what this build and this machine offer. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mxfa quantize / mxfa dequantize: MXFP8 from and to .npy files. */
 #include <getopt.h>
 #include <limits.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mxfa selftest: the Blackwell (sm_100a) kernels of the cuda backend
  * against the emulator's sm100 model, bit for bit, for whoever has the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mxfa study: MXFP8 attention forward and backward against the float64
  * truth, across numerics models, presets, P scalings and causal modes, on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mxfa: the command-line program. One subcommand per file (cmd_*.c). */
 #include <errno.h>
 #include <stdio.h>

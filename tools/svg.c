@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* SVG line charts (svg.h). */
 #include <math.h>
 #include <string.h>

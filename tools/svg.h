@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Line charts as standalone SVG 1.1 files, for the plots of `mxfa study`:
  * one or more panels side by side, each with its axes, ticks, title,

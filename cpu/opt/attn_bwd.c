@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Attention backward on the cpu backend: the reference algorithm
  * (cpu/ref/attn_bwd.c), the same operations in the same order, with every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Attention forward on the cpu backend: the reference algorithm
  * (cpu/ref/attn_fwd.c) with the same operations in the same order, run as

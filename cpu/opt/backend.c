@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The cpu backend's entry in the registry, and the choice of instruction
  * set: the best this CPU has, or the one MXFA_CPU_ISA names (scalar, avx2,

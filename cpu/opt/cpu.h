@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The optimized CPU backend: OpenMP threads over the vector kernels. */
 #ifndef MXFA_CPU_H
 #define MXFA_CPU_H

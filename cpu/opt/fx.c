@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Decoded operands and the exact block step (fx.h). */
 #include <limits.h>
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Operands decoded for the fast block products, and the block step that
  * runs the vector kernels on a tile and the reference step (cpu/ref/mma.c)

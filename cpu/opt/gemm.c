@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Block-scaled products on the cpu backend: A and B decoded once, then
  * tiles of D in parallel, each running the blocks of K in order through

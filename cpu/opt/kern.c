@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Vector kernels, compiled once per instruction set: KERN_NAME names the
  * table and the build gives the flags (Makefile.am). Written with GCC's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The vector kernels of the optimized backend, compiled once per instruction
  * set (kern.c with its own flags: scalar x86-64, AVX2+FMA, AVX-512) and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Quantization and dequantization on the cpu backend: the matrix cut into
  * independent pieces (rows for row blocks; 32-row groups of each sequence

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The scale rule of a preset as a table over the binade of the block's
  * amax (kern.h, rule_table). Every preset's scale is a non-decreasing

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * MXFP8 attention backward, the executable specification (docs/NUMERICS.md
  * section 7). Q, K, dO and dS are quantized in 32x32 square blocks, so one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * MXFP8 attention forward, the executable specification (docs/NUMERICS.md
  * section 6). Plain loops over sequences, heads, query tiles and key tiles,

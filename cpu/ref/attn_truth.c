@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The truth: attention in float64 with no quantization, for measuring what
  * MXFP8 does (docs/NUMERICS.md, "Accuracy against the float64 truth").

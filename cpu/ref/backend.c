@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The ref backend's entry in the registry: always built, always usable. */
 #include "ref.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The library's own exp2 and log2 for the softmax. Every backend computes
  * the same bits: fp32 arithmetic in a fixed order (range reduction by the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Matrix products under the numerics models, and chains of single
  * tensor-core instructions: plain loops over the output, each element the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Byte permutations: copies, square-scale expansion, swizzled atoms and the
  * jagged scatter and gather. */
 #include "ref.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The fused truncated sum and the per-architecture rows (see mma.h).
  * Sources of the model: MMA-Sim (arXiv 2511.10909) and Khattak and Mikaitis

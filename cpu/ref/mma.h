@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The fused truncated sum of tensor-core products, written once, with each
  * architecture's behaviour as a row of data (struct mma_step, struct

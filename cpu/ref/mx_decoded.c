@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Quantized matrices decoded for the attention passes (mx_decoded.h). */
 #include <stdlib.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A matrix quantized to MXFP8 and decoded for the attention passes: every
  * element as an MMA operand in both orientations, and the scale exponent

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Block quantization and dequantization, the plain way: for every block,
  * gather its elements, let the preset choose the scale, encode each element.

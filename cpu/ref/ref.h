@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The ref backend: the executable specification. Plain loops, no tricks. */
 #ifndef MXFA_REF_H
 #define MXFA_REF_H

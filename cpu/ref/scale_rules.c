@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The scale rules of the presets: from the elements of one block to its
  * E8M0 scale byte, and how the elements are then rounded. Integer-only.

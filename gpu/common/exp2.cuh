@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The library's exp2 and log2 on the device, the same bits as
 // cpu/ref/exp2.c (which defines them): the same fp32 operations in the same
 // order, each written as its correctly rounded intrinsic (the module is

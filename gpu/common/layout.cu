@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Byte permutations of the cuda backend, as cpu/ref/layout.c defines them:
 // element copies between views (the transposes), square-scale expansion,
 // and the swizzled scale layout with its jagged scatter and gather.

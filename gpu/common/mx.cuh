@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Device code for the MX formats, integer-exact like the emulator
 // (lib/fp8.c, lib/e8m0.c, cpu/ref/scale_rules.c): FP8 encoding with a
 // power-of-two scale, the E8M0 scale rules of the presets, bf16 rounding.

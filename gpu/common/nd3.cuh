@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Elements of the caller's 3-D tensors (tokens, heads, D) in device code:
 // fp32 or bf16 in, fp32 or bf16 out, as the reference reads and writes them.
 #ifndef MXFA_GPU_COMMON_ND3_CUH

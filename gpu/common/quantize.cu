@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Quantization and dequantization kernels of the cuda backend, for every
 // block shape, preset and format, bit-identical to cpu/ref/quantize.c.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What the kernels of both architectures share for asynchronous copies
 // (Hopper and Blackwell): the PTX of mbarriers and tensor-memory-accelerator
 // copies (device code for sm_90a and sm_100a), and on the host the tensor

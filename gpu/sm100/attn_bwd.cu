@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // MXFP8 attention backward under the sm100 model on a Blackwell GPU, bit
 // for bit the algorithm of cpu/ref/attn_bwd.c (docs/NUMERICS.md,
 // "Attention backward").

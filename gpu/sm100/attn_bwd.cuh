@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The fused sm100 attention backward kernel: one CTA per SM walks the work
 // items (key tile x query head) and keeps dK and dV in tensor memory for
 // the whole of an item, bit for bit the algorithm of cpu/ref/attn_bwd.c

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // MXFP8 attention forward under the sm100 model on a Blackwell GPU, bit for
 // bit the algorithm of cpu/ref/attn_fwd.c (docs/NUMERICS.md, "Attention
 // forward"), with its geometry of 128-row query tiles and 128-key tiles:

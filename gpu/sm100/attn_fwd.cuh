@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What the two sm100 attention forward kernels share (attn_fwd_single.cuh,
 // one query tile a CTA; attn_fwd_pingpong.cuh, two): the sequences' table,
 // the output, the geometry of a head dim, a query tile's key range, and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The sm100 attention forward kernel for D = 64 and 128: two query tiles a
 // CTA in ping-pong, after the published design of FlashAttention-4 and its
 // MXFP8 variant (docs/BLACKWELL.md), held to the reference's bits.

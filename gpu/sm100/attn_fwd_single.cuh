@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The sm100 attention forward kernel with one query tile a CTA, for D = 256,
 // where two tiles' accumulators (2 x (128 + 256) columns) do not fit the
 // 512 columns of tensor memory; D = 64 and 128 take attn_fwd_pingpong.cuh.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What the Blackwell kernels of the cuda module share (gpu/sm100/*.cu)
 // beyond common/tma.cuh: one inline wrapper per tcgen05 instruction
 // (tensor memory, the block-scaled and bf16 MMAs, the scale copy, loads and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // D = A * B^T + C for bf16 A [M, K] and B [N, K] on a Blackwell GPU: one
 // chain of tcgen05.mma kind::f16 k16 steps from C (zero when there is none),
 // accumulating in fp32 in tensor memory. That is the models' bf16 step on

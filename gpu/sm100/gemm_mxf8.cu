@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // D = A * B^T + C under the sm100 model (docs/NUMERICS.md) on a Blackwell
 // GPU: the hardware's own block-scaled product, tcgen05.mma
 // kind::mxf8f6f4.block_scale with .scale_vec::1X, one instruction per MX

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The operand descriptions that Blackwell's tcgen05 instructions take,
  * built by plain integer code so that the kernels (device) and the tests

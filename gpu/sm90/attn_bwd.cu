@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // MXFP8 attention backward on Hopper, bit for bit the algorithm of
 // cpu/ref/attn_bwd.c (docs/NUMERICS.md, "Attention backward") under the
 // sm90-fp8 and sm90-bf16 models, for any geometry the library takes, every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // MXFP8 attention forward on Hopper under the sm90-fp8 model: the entry
 // the backend calls, by head dim (the kernel: attn_fwd.cuh; an instance a
 // file, attn_fwd_d64.cu, _d128.cu and _d256.cu).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // MXFP8 attention forward on Hopper under the sm90-fp8 model, bit for bit
 // the algorithm of cpu/ref/attn_fwd.c (docs/NUMERICS.md, "Attention
 // forward") with its geometry of 128-row query tiles and 128-key tiles.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Attention forward on Hopper at D = 64 (the kernel: attn_fwd.cuh).
 #include "attn_fwd.cuh"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // D = A * B^T + C under the sm90-bf16 model (docs/NUMERICS.md): every
 // element widened exactly to bf16 with its block's scale, then one chain of
 // wgmma bf16 k16 steps from C, which the tensor cores accumulate

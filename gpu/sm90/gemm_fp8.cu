@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // D = A * B^T + C under the sm90-fp8 model (docs/NUMERICS.md): for every MX
 // block of 32 along K, one wgmma e4m3/e5m2 k32 into a zero accumulator, then
 // on the CUDA cores  acc = fma(partial, 2^(sa + sb), acc)  in fp32 RNE.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What the Hopper kernels of the cuda module share (gpu/sm90/*.cu) beyond
 // common/tma.cuh: the wgmma descriptors and register fences (device code
 // for sm_90a only).

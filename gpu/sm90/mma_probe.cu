@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /*
  * mma-probe: checks the emulator's models of Hopper tensor-core arithmetic
  * against the hardware, bit for bit.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The wgmma instructions and the promotion the sm90-fp8 kernels share
 // (gpu/sm90/gemm_fp8.cu, gpu/sm90/attn_fwd.cu): fp8 k32 products into a
 // zero accumulator, the exact promotion acc = fma(partial, 2^(sa + sb), acc),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """mxfa from Python: MXFP8 block-scaled quantization, matrix products and
 attention, forward and backward, on numpy arrays and PyTorch tensors.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The C library through ctypes: loading libmxfa, its structures and the
 prototypes of the functions the package calls. Nothing here computes; every
 result comes from libmxfa."""

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes tests/data/example_k.npy: a [128, 256] float32 matrix shaped like the
 keys of an attention layer: standard normal values with two outlier channels
 (columns 17 and 130) twenty times larger, the pattern that makes per-block
