@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "module.cuh"
 
@@ -14,6 +15,59 @@ extern "C" {
 }
 
 namespace mxfa_gpu {
+
+// ---- the scratch pool ----
+
+// One pool a device for the life of the process, made at first use. Its
+// release threshold is unlimited: memory a call frees stays mapped for the
+// next call, as a framework's caching allocator keeps it, where CUDA's
+// default pool gives it back at every synchronization and the next call
+// maps its scratch (hundreds of MiB at long sequences) afresh while the GPU
+// waits. A context's close trims the pool (close_ctx).
+namespace {
+constexpr int kMaxDevices = 64;
+std::mutex pool_lock;
+cudaMemPool_t pools[kMaxDevices];
+
+cudaError_t device_pool(int dev, cudaMemPool_t *out)
+{
+    if (dev < 0 || dev >= kMaxDevices)
+        return cudaErrorInvalidDevice;
+    std::lock_guard<std::mutex> hold(pool_lock);
+    if (!pools[dev]) {
+        cudaMemPoolProps props;
+        memset(&props, 0, sizeof props);
+        props.allocType = cudaMemAllocationTypePinned;
+        props.location.type = cudaMemLocationTypeDevice;
+        props.location.id = dev;
+        cudaMemPool_t pool;
+        cudaError_t e = cudaMemPoolCreate(&pool, &props);
+        if (e != cudaSuccess)
+            return e;
+        uint64_t keep_all = UINT64_MAX;
+        if ((e = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all)) != cudaSuccess) {
+            cudaMemPoolDestroy(pool);
+            return e;
+        }
+        pools[dev] = pool;
+    }
+    *out = pools[dev];
+    return cudaSuccess;
+}
+} // namespace
+
+cudaError_t scratch_alloc(void **p, size_t bytes, cudaStream_t stream)
+{
+    int dev = 0;
+    cudaMemPool_t pool;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess)
+        e = device_pool(dev, &pool);
+    if (e == cudaSuccess)
+        e = cudaMallocFromPoolAsync(p, bytes, pool, stream);
+    return e;
+}
+
 namespace {
 
 struct cuda_state {
@@ -93,9 +147,21 @@ mxfa_status open_ctx(mxfa_ctx *ctx)
     return MXFA_OK;
 }
 
+// The scratch the context's calls left in the pool goes back to the driver
+// (what a stream still has to free stays: the trim releases only what the
+// allocator can release safely, so no wait on a stream the caller may
+// already have destroyed).
 void close_ctx(mxfa_ctx *ctx)
 {
-    free(ctx->state);
+    cuda_state *s = static_cast<cuda_state *>(ctx->state);
+    int saved = 0;
+    cudaMemPool_t pool;
+    if (cudaGetDevice(&saved) == cudaSuccess && cudaSetDevice(s->device) == cudaSuccess) {
+        if (device_pool(s->device, &pool) == cudaSuccess)
+            cudaMemPoolTrimTo(pool, 0);
+        cudaSetDevice(saved);
+    }
+    free(s);
 }
 
 // ---- staging ----
@@ -192,7 +258,7 @@ public:
                 continue;
             // host memory: a device copy of its span, outputs too (the bytes
             // between strided elements must come back as they were)
-            if ((e = cudaMallocAsync(&dev_[i], bytes_[i], stream_)) != cudaSuccess ||
+            if ((e = scratch_alloc(&dev_[i], bytes_[i], stream_)) != cudaSuccess ||
                 (e = cudaMemcpyAsync(dev_[i], *base_[i], bytes_[i], cudaMemcpyHostToDevice, stream_)) != cudaSuccess)
                 return cuda_fail(ctx_, e, what_);
             host_[i] = *base_[i];

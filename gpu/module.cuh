@@ -132,6 +132,12 @@ cudaError_t launch_swizzle(const dview &index, int axis, const mxfa_segment *seg
 cudaError_t launch_unswizzle(const uint8_t *swizzled, int64_t sw_rows, int64_t sw_cols, int axis,
                              const mxfa_segment *segs, int nsegs, const dview &index, cudaStream_t stream);
 
+// Device memory for one call's scratch, in stream order: from the module's
+// own pool on the current device (gpu/backend.cu), which keeps what a call
+// frees for the calls after it instead of handing it back to the driver at
+// every synchronization. Freed with cudaFreeAsync.
+cudaError_t scratch_alloc(void **p, size_t bytes, cudaStream_t stream);
+
 // A host array copied to the device for one launch, freed in stream order
 // after it. The host array may be freed once upload returns (a copy from
 // pageable memory returns after the bytes are staged).
@@ -143,7 +149,7 @@ template <typename T> struct device_array {
         stream = s;
         if (!host || n <= 0)
             return cudaSuccess;
-        cudaError_t e = cudaMallocAsync(reinterpret_cast<void **>(&p), sizeof(T) * (size_t)n, s);
+        cudaError_t e = scratch_alloc(reinterpret_cast<void **>(&p), sizeof(T) * (size_t)n, s);
         if (e != cudaSuccess)
             return e;
         return cudaMemcpyAsync(p, host, sizeof(T) * (size_t)n, cudaMemcpyHostToDevice, s);

@@ -153,7 +153,7 @@ struct scratch {
     {
         if (n == MAX)
             return cudaErrorInvalidValue;
-        cudaError_t e = cudaMallocAsync(&p[n], bytes, stream);
+        cudaError_t e = scratch_alloc(&p[n], bytes, stream);
         if (e == cudaSuccess)
             *out = static_cast<T *>(p[n++]);
         return e;
