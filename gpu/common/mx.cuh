@@ -308,6 +308,45 @@ __device__ __forceinline__ uint32_t encode4(const fp8_fmt &f, const block_rule &
     return encode4_general(f, r, x[0], x[1], x[2], x[3]);
 }
 
+// The largest of v over `width` neighbouring lanes (lane ^ 1, ^ 2, ...).
+__device__ __forceinline__ uint32_t reduce_max(uint32_t v, int width)
+{
+    for (int o = 1; o < width; o <<= 1)
+        v = umax(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+    return v;
+}
+
+// The rule of a block whose |x| bits reduce (over `width` lanes) to top;
+// the whole warp calls it. Where some lane's block holds a NaN (top above
+// Inf), the warp takes the exact statistics of the N values in v (missing
+// elements are zeros, which change nothing).
+template <int N>
+__device__ __forceinline__ block_rule warp_rule(const fp8_fmt &f, int preset, uint32_t top, const uint32_t *v,
+                                                int width, bool *plain)
+{
+    if (__any_sync(0xFFFFFFFFu, top > kF32Inf)) {
+        amax_acc acc;
+#pragma unroll
+        for (int i = 0; i < N; i++)
+            acc.add(v[i]);
+        acc.reduce(width);
+        *plain = !acc.nan && !acc.inf;
+        return rule_from_amax(f, preset, acc.amax, acc.nan, acc.inf);
+    }
+    *plain = top < kF32Inf;
+    return rule_from_amax(f, preset, top, false, top == kF32Inf);
+}
+
+// The largest |x| bits of eight values.
+__device__ __forceinline__ uint32_t lane_top(const uint32_t *v)
+{
+    uint32_t top = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        top = umax(top, v[i] & 0x7FFFFFFFu);
+    return top;
+}
+
 // bf16 of fp32 bits, nearest even; NaN stays a quiet NaN with its sign
 // (mxfa_f32_bits_to_bf16).
 __device__ __forceinline__ uint32_t f32_to_bf16(uint32_t b)

@@ -52,47 +52,8 @@ __device__ __forceinline__ uint8_t *byte_at(const dview &v, int64_t r, int64_t c
     return v.base + r * v.rs + c * v.cs;
 }
 
-
-__device__ __forceinline__ uint32_t reduce_max(uint32_t v, int width)
-{
-    for (int o = 1; o < width; o <<= 1)
-        v = umax(v, __shfl_xor_sync(kFull, v, o));
-    return v;
-}
-
-// The rule of a block whose |x| bits reduce (over `width` lanes) to top;
-// the whole warp calls it. Where some lane's block holds a NaN (top above
-// Inf), the warp takes the exact statistics of the N values in v (missing
-// elements are zeros, which change nothing).
-template <int N>
-__device__ __forceinline__ block_rule warp_rule(const fp8_fmt &f, int preset, uint32_t top, const uint32_t *v,
-                                                int width, bool *plain)
-{
-    if (__any_sync(kFull, top > kF32Inf)) {
-        amax_acc acc;
-#pragma unroll
-        for (int i = 0; i < N; i++)
-            acc.add(v[i]);
-        acc.reduce(width);
-        *plain = !acc.nan && !acc.inf;
-        return rule_from_amax(f, preset, acc.amax, acc.nan, acc.inf);
-    }
-    *plain = top < kF32Inf;
-    return rule_from_amax(f, preset, top, false, top == kF32Inf);
-}
-
-// The largest |x| bits of eight values.
-__device__ __forceinline__ uint32_t lane_top(const uint32_t *v)
-{
-    uint32_t top = 0;
-#pragma unroll
-    for (int i = 0; i < 8; i++)
-        top = umax(top, v[i] & 0x7FFFFFFFu);
-    return top;
-}
-
-// The same for eight bf16 packed in four words, two at a time (SIMD 16-bit
-// maximum), as fp32 bits: one instruction a pair instead of two a value.
+// The largest |x| bits (as fp32 bits) of eight bf16 packed in four words,
+// two at a time (SIMD 16-bit maximum): one instruction a pair, not two a value.
 __device__ __forceinline__ uint32_t lane_top_bf16(uint32_t h0, uint32_t h1, uint32_t h2, uint32_t h3)
 {
     constexpr uint32_t abs2 = 0x7FFF7FFFu;

@@ -25,7 +25,6 @@ struct seq {
     int64_t q0, k0;       // first token in q and in k, v
     int64_t lq, lk;       // lengths
     int64_t q_off, k_off; // first packed row (multiples of BM and KEY_PAD)
-    int64_t v_block;      // first row of its V scales (col blocks of 32 keys)
     int first_tile;       // its first query tile in the grid
 };
 
