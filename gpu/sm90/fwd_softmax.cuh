@@ -56,18 +56,20 @@ __device__ __forceinline__ uint32_t widen_p(uint32_t code, uint32_t scale)
 }
 
 // Const P: a pair of codes (the conversion's, first in the low byte) to
-// the bf16 pair of their values times 2^-8, as widen_p makes them, in five
+// the bf16 pair of their values times 2^-8, as widen_p makes them, in four
 // instructions for the two: the conversion to f16 is exact (every E4M3
-// value is a normal f16 with three fraction bits), an f16's bits shifted
-// right by three are the bf16 bits of its value times 2^-112 (a normal bf16
-// too), and one bf16 multiplication by 2^104 is exact. The NaN code comes
-// out finite; a NaN P makes its row's sum NaN, and so the row's output.
+// value is a normal f16 with three fraction bits, so its low seven bits are
+// zero), the pair's bits shifted right by three are the bf16 bits of each
+// value times 2^-112 (a normal bf16 too; the high f16's zero low bits are
+// what moves into the low one, so no mask is needed), and one bf16
+// multiplication by 2^104 is exact. The NaN code comes out finite, and may
+// disturb its neighbour, a key of the same row: a NaN P makes that row's
+// sum NaN, and so its output, whatever its P V.
 __device__ __forceinline__ uint32_t p_pair_const(uint32_t two)
 {
     uint32_t h, r;
     asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h) : "h"((uint16_t)two));
-    const uint32_t raw = (h >> 3) & 0x0FFF0FFFu;
-    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(raw), "r"(0x73807380u)); // 2^104 twice
+    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(h >> 3), "r"(0x73807380u)); // 2^104 twice
     return r;
 }
 
@@ -153,9 +155,12 @@ __device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, c
         for (int j = 4 * kb; j < 4 * kb + 4; j++)
 #pragma unroll
             for (int hh = 0; hh < 2; hh++) {
-                const uint32_t two = (uint32_t)__nv_cvt_float2_to_fp8x2(
-                    make_float2(__fmul_rn(s[4 * j + 2 * hh], rcp[hh]), __fmul_rn(s[4 * j + 2 * hh + 1], rcp[hh])),
-                    __NV_SATFINITE, __NV_E4M3);
+                // const P's scale is 1 (code 0x7F): no multiplication, which
+                // the compiler may not drop (x * 1 quiets a signalling NaN)
+                const float p0 = P_DYNAMIC ? __fmul_rn(s[4 * j + 2 * hh], rcp[hh]) : s[4 * j + 2 * hh];
+                const float p1 = P_DYNAMIC ? __fmul_rn(s[4 * j + 2 * hh + 1], rcp[hh]) : s[4 * j + 2 * hh + 1];
+                const uint32_t two =
+                    (uint32_t)__nv_cvt_float2_to_fp8x2(make_float2(p0, p1), __NV_SATFINITE, __NV_E4M3);
                 // keys 8j + 2t, + 1 of row hh: step j / 2, register hh (+ 2 for odd j)
                 pa[j / 2][hh + 2 * (j % 2)] = P_DYNAMIC ? widen_p(two & 0xFFu, scale[hh]) |
                                                               widen_p(two >> 8, scale[hh]) << 16
