@@ -311,18 +311,23 @@ __global__ void __launch_bounds__(THREADS, 1)
     };
     // the softmax of tile j into P set pset; tiles some row does not see
     // whole take the mask (the decision is the query tile's, uniform over
-    // the CTA); WHOLE: tile j is known to be whole
+    // the CTA); whole_tile: tile j is known to be whole, and the masked
+    // form is not compiled in
     auto softmax = [&](int j, uint32_t(&pset)[BN / 16][4], auto whole_tag) {
-        const int key0 = j * BN;
-        if (decltype(whole_tag)::value || whole(j)) {
-            const int vis[2] = {BN, BN};
-            return softmax_tile<BN, false, P_DYNAMIC>(s, r, vis, p.c, pset);
-        }
-        int vis[2];
+        const int full[2] = {BN, BN};
+        if constexpr (decltype(whole_tag)::value) {
+            return softmax_tile<BN, false, P_DYNAMIC>(s, r, full, p.c, pset);
+        } else {
+            if (whole(j))
+                return softmax_tile<BN, false, P_DYNAMIC>(s, r, full, p.c, pset);
+            int vis[2];
 #pragma unroll
-        for (int hh = 0; hh < 2; hh++)
-            vis[hh] = lim[hh] - key0 + 1 < 0 ? 0 : lim[hh] - key0 + 1 > BN ? BN : lim[hh] - key0 + 1;
-        return softmax_tile<BN, true, P_DYNAMIC>(s, r, vis, p.c, pset);
+            for (int hh = 0; hh < 2; hh++) {
+                const int seen = lim[hh] - j * BN + 1;
+                vis[hh] = seen < 0 ? 0 : seen > BN ? BN : seen;
+            }
+            return softmax_tile<BN, true, P_DYNAMIC>(s, r, vis, p.c, pset);
+        }
     };
     // O += P(j) V(j) from P set pset, waited for, V's stage released
     auto pv = [&](int j, const uint32_t(&pset)[BN / 16][4]) {
