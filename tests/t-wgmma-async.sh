@@ -40,8 +40,15 @@ for f in $files; do
         echo "ok $n - gpu/sm90/$f.cu compiles for sm_90a"
     fi
     n=$((n + 1))
-    if grep -q "serialized" "$tmp/$f.log"; then
-        grep "serialized" "$tmp/$f.log" | sed 's/^/# /'
+    # The sm90-bf16 kernel's careful instances at D = 256 (CAREFUL, the last
+    # template argument, true) keep a copy of O (128 registers a thread)
+    # around each block's P V, to restore the rows that skip the block:
+    # ptxas serializes their wgmmas and spills about 5 KB. They run only
+    # for query tiles with a NaN or an Inf in V where rows skip a block of
+    # keys, a case kept exact, not fast; both are allowed for them alone.
+    careful256='attn_fwd_bf16ILi256ELi[0-9]*ELb[01]ELb1E'
+    if grep "serialized" "$tmp/$f.log" | grep -qv "$careful256"; then
+        grep "serialized" "$tmp/$f.log" | grep -v "$careful256" | sed 's/^/# /'
         echo "not ok $n - ptxas serializes the wgmma instructions of $f"
     else
         echo "ok $n - ptxas keeps every wgmma of $f asynchronous (no serialization remark)"
@@ -57,7 +64,7 @@ for f in $files; do
     n=$((n + 1))
     over=$(awk '
         /Compiling entry function/ { k = $0; allowed = 0
-            if (k ~ /attn_fwd_sm90ILi256ELb1E/) allowed = 8192 }
+            if (k ~ /attn_fwd_sm90ILi256ELb1E/ || k ~ /attn_fwd_bf16ILi256ELi[0-9]*ELb[01]ELb1E/) allowed = 8192 }
         / bytes spill stores/ {
             for (i = 1; i < NF; i++)
                 if ($(i + 1) == "bytes" && $(i + 2) == "spill" && $(i + 3) == "stores," && $i + 0 > allowed)
