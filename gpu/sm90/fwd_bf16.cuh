@@ -270,12 +270,12 @@ __global__ void __launch_bounds__(THREADS, 1)
                 const int s = j % STAGES, phase = (j / STAGES) & 1;
                 const int key = (int)(sq.k_off + (int64_t)j * BN);
                 if (j >= STAGES)
-                    bar_wait(&sh.k_empty[s], phase ^ 1);
+                    bar_wait_idle(&sh.k_empty[s], phase ^ 1);
                 bar_expect(&sh.k_full[s], sizeof sh.k[0]);
                 for (int pn = 0; pn < cf::QP; pn++)
                     tma_load(sh.k[s][pn], &map_k, 64 * pn, (int)(hk * p.k_rows) + key, &sh.k_full[s]);
                 if (j >= STAGES)
-                    bar_wait(&sh.v_empty[s], phase ^ 1);
+                    bar_wait_idle(&sh.v_empty[s], phase ^ 1);
                 const unsigned diag = diagonal(j);
                 bar_expect(&sh.v_full[s], sizeof sh.v[0]);
                 for (int pn = 0; pn < cf::VP; pn++)
