@@ -26,8 +26,9 @@
 // rows, so it keeps partials 2t and 2t + 1 of each, in shared memory
 // between tiles, and the quad combines them at the end), P quantized in
 // registers, and O += P V block by block (wgmma k32 with P from registers,
-// then the promotion). Products go through two partials, one promoted while
-// the next runs.
+// then the promotion; V's float scales carry P's 2^-8, so that const P's
+// promotion is one fma). Products go through two partials, one promoted
+// while the next runs.
 //
 // It takes D = 64 (Q and K in 64-byte swizzle), 128 and 256 (two 128-byte
 // panels; S made 64 keys at a time, one K and V stage), no mask, the plain
@@ -199,10 +200,23 @@ __global__ void pack_rows(const uint8_t *codes, const uint8_t *scales, const seq
     range_add(lo, hi, &ranges[h * (rows / 128) + blockIdx.x], false, red);
 }
 
+// A V scale byte as the float the P V promotion multiplies by: 2^(code -
+// 127) times P's 2^-8, that is 2^(code - 135), the canonical NaN for 0xFF.
+// Every one is a float (the smallest, 2^-135, a subnormal), so const P's
+// promotion acc = fma(partial, 2^(sv - 8), acc) is one fma, exact, with no
+// test and no multiplication of scales; dynamic P's scale is then taken
+// without its -8.
+__device__ __forceinline__ float v_scale_float(uint32_t code)
+{
+    return code == 0xFFu ? __uint_as_float(NAN_BITS)
+           : code >= 9u  ? __uint_as_float((code - 8u) << 23)
+                         : __uint_as_float(1u << (code + 14u));
+}
+
 // V: codes [tokens][H][D] and col-block scales [vblocks][H][D] to V^T codes
 // [H][D][rows] (keys permuted inside each block of 32 by key_of_column,
 // zeros past a sequence's end) and float scales [H][rows / 32][D]
-// (scale_pos_b order over D), and each 128-key tile's scale range
+// (v_scale_float, scale_pos_b order over D), and each 128-key tile's scale range
 // [H][rows / 128] (four blocks add to it: set to RANGE_EMPTY_LO and 0
 // before). A block per 32 packed keys, a
 // thread per column of V; grid y over the heads.
@@ -226,7 +240,7 @@ __global__ void pack_v(const uint8_t *codes, const uint8_t *scales, const seq_in
     const int64_t j = p0 - seqs[b].k_off;
     const bool real = j >= 0 && j < seqs[b].lk;
     const uint32_t s = real ? scales[((seqs[b].v_block + j / 32) * heads + h) * D + e] : 0x7Fu;
-    const float f = scale_float(s);
+    const float f = v_scale_float(s);
     out_scales[(h * (rows / 32) + p0 / 32) * D + scale_pos_b(e)] = f;
     range_add(real ? __float_as_uint(f) : RANGE_EMPTY_LO, real ? __float_as_uint(f) : 0,
               &ranges[h * (rows / 128) + p0 / 128], true, red);
@@ -305,7 +319,9 @@ struct attn_out {
     int64_t ls0, ls1;
 };
 
-template <int D, bool LEAK>
+// P_DYNAMIC: P in row blocks of 32 keys under the rceil rule, else const
+// P (a kernel each, so that neither carries the other's code).
+template <int D, bool LEAK, bool P_DYNAMIC>
 __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
     attn_fwd_sm90(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                   const __grid_constant__ CUtensorMap map_vt, const __grid_constant__ CUtensorMap map_qs,
@@ -313,7 +329,7 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
                   const __grid_constant__ CUtensorMap map_vbf,
                   const seq_info *seqs, const scale_range *q_range, const scale_range *k_range,
                   const scale_range *v_range, int batch, int group, int64_t q_rows, int64_t k_rows, float c,
-                  bool causal, bool p_dynamic, attn_out out)
+                  bool causal, attn_out out)
 {
 #ifdef MXFA_SM90_CODE
     constexpr int DB = D / 32, DH = D / 64; // blocks of D; halves of 64 columns of O
@@ -356,6 +372,9 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
             any |= diagonal(c0 + 32 * kb);
         return any;
     };
+    // the query tile's scale range (each key tile's comes with its stage)
+    const scale_range qr = q_range[h * (q_rows / BM) + (sq.q_off + r0) / BM];
+    const int64_t kt0 = hk * (k_rows / BN) + sq.k_off / BN; // the sequence's first key tile
 
     if (threadIdx.x == 0) {
         bar_init(&sh.q_full, 1);
@@ -372,10 +391,9 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
             for (int pn = 0; pn < D / PW<D>; pn++)
                 tma_load(sh.q + pn * BM * PW<D>, &map_q, pn * PW<D>, (int)(h * q_rows + sq.q_off + r0), &sh.q_full);
             tma_load(sh.qs, &map_qs, (int)(sq.q_off + r0), h * DB, &sh.q_full);
-            const int64_t kt0 = hk * (k_rows / BN) + sq.k_off / BN; // the sequence's first key tile
             for (int kt = 0, s = 0, phase = 0; kt < nkt; kt++) {
                 if (kt >= STAGES<D>)
-                    bar_wait(&sh.empty[s], phase ^ 1);
+                    bar_wait_idle(&sh.empty[s], phase ^ 1);
                 const int64_t key = sq.k_off + (int64_t)kt * BN;
                 kv_stage<D> &st = sh.st[s];
                 const bool diag = tile_diagonal(kt * BN);
@@ -416,8 +434,6 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
     for (int i = 0; i < D / 2; i++)
         o[i] = 0.0f;
     const fp8_fmt f8 = fp8_e4m3();
-    // the query tile's scale range (each key tile's comes with its stage)
-    const scale_range qr = q_range[h * (q_rows / BM) + (sq.q_off + r0) / BM];
     const int lim_min = lim[0] < lim[1] ? lim[0] : lim[1];
 
     bar_wait(&sh.q_full, 0);
@@ -526,20 +542,40 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
         }
 
         // x holds S. The rows' maxima of S * c over the keys they see (NaN
-        // wins, as in the reference's scan); a tile the thread's rows see
-        // whole needs no test
+        // wins, as in the reference's scan), as fl(c max S): c > 0, and a
+        // rounding never reverses an order, so it is the largest fl(S c)
+        // with one multiplication a row; the maximum as a tree, whose depth
+        // is log2 of a row's 32 scores, not their count. A tile the
+        // thread's rows see whole needs no test.
         const bool whole = c0 + BN - 1 <= lim_min;
         // whether element i's key is one its row sees (outside a whole tile)
         auto sees = [&](int i) { return c0 + x_key(i) <= lim[(i / 2) % 2]; };
-        float mx[2] = {NEG_INF, NEG_INF};
+        // row hh's maximum with key i taken as key(i): pairs, then halves
+        auto row_max = [&](int hh, auto key) {
+            float v[16];
+#pragma unroll
+            for (int q = 0; q < 16; q++)
+                v[q] = fmax_nan(key(4 * q + 2 * hh), key(4 * q + 2 * hh + 1));
+#pragma unroll
+            for (int q = 0; q < 8; q++)
+                v[q] = fmax_nan(v[q], v[q + 8]);
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                v[q] = fmax_nan(v[q], v[q + 4]);
+#pragma unroll
+            for (int q = 0; q < 2; q++)
+                v[q] = fmax_nan(v[q], v[q + 2]);
+            return fmax_nan(v[0], v[1]);
+        };
+        float mx[2];
         if (whole) {
 #pragma unroll
-            for (int i = 0; i < 64; i++)
-                mx[(i / 2) % 2] = fmax_nan(mx[(i / 2) % 2], __fmul_rn(x[i], c));
+            for (int hh = 0; hh < 2; hh++)
+                mx[hh] = row_max(hh, [&](int i) { return x[i]; });
         } else {
 #pragma unroll
-            for (int i = 0; i < 64; i++)
-                mx[(i / 2) % 2] = fmax_nan(mx[(i / 2) % 2], sees(i) ? __fmul_rn(x[i], c) : NEG_INF);
+            for (int hh = 0; hh < 2; hh++)
+                mx[hh] = row_max(hh, [&](int i) { return sees(i) ? x[i] : NEG_INF; });
         }
         bool vis[2], grew[2];
         float alpha[2] = {1.0f, 1.0f};
@@ -547,6 +583,7 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
         for (int hh = 0; hh < 2; hh++) {
             for (int o2 = 1; o2 < 4; o2 <<= 1)
                 mx[hh] = fmax_nan(mx[hh], __shfl_xor_sync(0xFFFFFFFFu, mx[hh], o2));
+            mx[hh] = __fmul_rn(mx[hh], c);
             const float m_new = m[hh] != m[hh] || mx[hh] != mx[hh] ? __uint_as_float(NAN_BITS) : fmaxf(m[hh], mx[hh]);
             vis[hh] = m_new != NEG_INF;
             grew[hh] = m_new > m[hh];
@@ -621,7 +658,9 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
             af[kb][2] = two[2][0] | two[3][0] << 16;
             af[kb][3] = two[2][1] | two[3][1] << 16;
         };
-        if (p_dynamic) {
+        // P's scales as the promotion takes them: 2^(scale - 127), the -8
+        // being in V's (v_scale_float); 1 for const P
+        if constexpr (P_DYNAMIC) {
 #pragma unroll
             for (int kb = 0; kb < BN / 32; kb++) {
                 uint32_t two[4][2];
@@ -641,14 +680,11 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
                         const int i = 16 * kb + 4 * q + 2 * hh;
                         two[q][hh] = cvt2(__fmul_rn(x[i], rcp), __fmul_rn(x[i + 1], rcp));
                     }
-                    const int pexp = (int)rule.scale - 127 - 8;
-                    pscale[kb][hh] = rule.scale == 0xFFu ? __uint_as_float(NAN_BITS)
-                                     : pexp >= -126      ? __uint_as_float((uint32_t)(pexp + 127) << 23)
-                                                         : __uint_as_float(1u << (pexp + 149));
+                    pscale[kb][hh] = scale_float(rule.scale);
                 }
                 fragment(kb, two);
             }
-        } else { // the scale 2^0 for every block, the -8 at the promotion
+        } else { // the scale 2^0 for every block, the -8 in V's scales
 #pragma unroll
             for (int kb = 0; kb < BN / 32; kb++) {
                 uint32_t two[4][2];
@@ -657,15 +693,16 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
 #pragma unroll
                     for (int q = 0; q < 4; q++)
                         two[q][hh] = cvt2(x[16 * kb + 4 * q + 2 * hh], x[16 * kb + 4 * q + 2 * hh + 1]);
-                    pscale[kb][hh] = 0x1p-8f;
+                    pscale[kb][hh] = 1.0f;
                 }
                 fragment(kb, two);
             }
         }
         // whether every P scale times every V scale of the tile is normal
-        bool fast_pv;
-        const scale_range vr = sh.vrange[s];
-        if (p_dynamic) {
+        // (const P: every V scale is a float, and the promotion an fma)
+        bool fast_pv = true;
+        if constexpr (P_DYNAMIC) {
+            const scale_range vr = sh.vrange[s];
             uint32_t lo = 0xFFFFFFFFu, hi = 0;
 #pragma unroll
             for (int kb = 0; kb < BN / 32; kb++)
@@ -674,8 +711,6 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
                     lo = min(lo, __float_as_uint(pscale[kb][hh])), hi = max(hi, __float_as_uint(pscale[kb][hh]));
             fast_pv = normal_products(__uint_as_float(lo), __uint_as_float(hi), __uint_as_float(vr.lo),
                                       __uint_as_float(vr.hi));
-        } else {
-            fast_pv = normal_products(0x1p-8f, 0x1p-8f, __uint_as_float(vr.lo), __uint_as_float(vr.hi));
         }
         // product j: block j / PVH of keys, columns NV (j % PVH) .. of V
         // (V^T rows 1024-byte atoms apart)
@@ -699,7 +734,7 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
                 for (int j2 = 0; j2 < NV / 16; j2++) {
                     const float4 vq = *reinterpret_cast<const float4 *>(&st.vs[kb][16 * (c * NV / 16 + j2) + 4 * t]);
                     const float vsc[4] = {vq.x, vq.y, vq.z, vq.w};
-                    if (p_dynamic) {
+                    if constexpr (P_DYNAMIC) {
 #pragma unroll
                         for (int hj = 0; hj < 2; hj++)
 #pragma unroll
@@ -707,15 +742,13 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
                                 const int i = 4 * (2 * j2 + hj) + e, I = c * NV / 2 + i;
                                 o[I] = promote_fast(p[i], pscale[kb][e / 2], vsc[2 * hj + e % 2], o[I]);
                             }
-                    } else { // both rows' P scale is 2^-8: one product a column
+                    } else { // P's scale is 1: the fma with V's scale alone
 #pragma unroll
                         for (int hj = 0; hj < 2; hj++)
 #pragma unroll
-                            for (int e2 = 0; e2 < 2; e2++) {
-                                const float sc = __fmul_rn(0x1p-8f, vsc[2 * hj + e2]);
-                                const int i = 4 * (2 * j2 + hj) + e2, I = c * NV / 2 + i;
-                                o[I] = __fmaf_rn(p[i], sc, o[I]);
-                                o[I + 2] = __fmaf_rn(p[i + 2], sc, o[I + 2]);
+                            for (int e = 0; e < 4; e++) {
+                                const int i = 4 * (2 * j2 + hj) + e, I = c * NV / 2 + i;
+                                o[I] = __fmaf_rn(p[i], vsc[2 * hj + e % 2], o[I]);
                             }
                     }
                 }
@@ -786,7 +819,8 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
                     return widen((word >> (8 * byte)) & 0xFFu, scale) |
                            widen((word >> (8 * byte + 8)) & 0xFFu, scale) << 16;
                 };
-                const float s0 = pscale[kb][0], s1 = pscale[kb][1];
+                // (P / 256: the scale's 2^-8 back, exact: 2^-135 at least)
+                const float s0 = __fmul_rn(pscale[kb][0], 0x1p-8f), s1 = __fmul_rn(pscale[kb][1], 0x1p-8f);
                 const uint32_t bfa[2][4] = {
                     {pair(af[kb][0], 0, s0), pair(af[kb][1], 0, s1), pair(af[kb][0], 2, s0), pair(af[kb][1], 2, s1)},
                     {pair(af[kb][2], 0, s0), pair(af[kb][3], 0, s1), pair(af[kb][2], 2, s0), pair(af[kb][3], 2, s1)},
@@ -1007,20 +1041,19 @@ template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, 
         (LEAK && (e = tensor_map(&maps[6], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, vbf, (uint64_t)k_rows, (uint64_t)(hkv * D),
                                  (uint64_t)k_rows * 2, 64, D, CU_TENSOR_MAP_SWIZZLE_128B)) != cudaSuccess))
         return e;
-    // on every launch: the attribute belongs to the current device
-    const cudaError_t attr =
-        cudaFuncSetAttribute(attn_fwd_sm90<D, LEAK>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES<D, LEAK>);
-    if (attr != cudaSuccess)
-        return attr;
     const uint32_t log2e_bits = 0x3FB8AA3Bu; // fl(log2 e)
     float log2e;
     memcpy(&log2e, &log2e_bits, 4);
     const float c = a.softmax_scale * log2e; // one fp32 product, as the reference computes it
     const attn_out out = {a.o.base, a.o.s0, a.o.s1, a.o.s2, a.o.dtype == MXFA_BF16, a.lse, a.ls0, a.ls1};
-    attn_fwd_sm90<D, LEAK><<<dim3((unsigned)(tiles * (2 / CONSUMERS<D, LEAK>)), (unsigned)hq), THREADS<D, LEAK>,
-                             SMEM_BYTES<D, LEAK>, stream>>>(
-        maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], maps[6], dseqs, q_range, k_range, v_range, batch,
-        (int)(hq / hkv), q_rows, k_rows, c, a.causal, a.p_dynamic, out);
+    auto kernel = a.p_dynamic ? attn_fwd_sm90<D, LEAK, true> : attn_fwd_sm90<D, LEAK, false>;
+    // on every launch: the attribute belongs to the current device
+    if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES<D, LEAK>)) !=
+        cudaSuccess)
+        return e;
+    kernel<<<dim3((unsigned)(tiles * (2 / CONSUMERS<D, LEAK>)), (unsigned)hq), THREADS<D, LEAK>, SMEM_BYTES<D, LEAK>,
+             stream>>>(maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], maps[6], dseqs, q_range, k_range, v_range,
+                       batch, (int)(hq / hkv), q_rows, k_rows, c, a.causal, out);
     return cudaGetLastError();
 }
 
