@@ -309,6 +309,15 @@ __device__ __forceinline__ bool normal_products(float lo_a, float hi_a, float lo
 {
     return __fmul_rn(lo_a, lo_b) >= 0x1p-126f && __fmul_rn(hi_a, hi_b) <= 0x1p127f;
 }
+
+// The largest of v[0 .. N) (N a power of two), as a tree (NaN wins).
+template <int N> __device__ __forceinline__ float tree_max(const float *v)
+{
+    if constexpr (N == 1)
+        return v[0];
+    else
+        return fmax_nan(tree_max<N / 2>(v), tree_max<N / 2>(v + N / 2));
+}
 #endif // MXFA_SM90_CODE
 
 struct attn_out {
@@ -343,9 +352,11 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
     };
     constexpr int NCONS = CONSUMERS<D, LEAK>;
     // with one consumer warpgroup, CTAs 2i and 2i + 1 take rows 0..63 and
-    // 64..127 of tile i (the rule of the leak-free mask still reads the
-    // whole tile's first and last rows)
-    const int tile = (int)blockIdx.x / (2 / NCONS), h = (int)blockIdx.y, hk = h / group;
+    // 64..127 of a tile (the rule of the leak-free mask still reads the
+    // whole tile's first and last rows); the longest query tiles first
+    // (under a causal mask, a sequence's last), so that the short ones
+    // fill the grid's tail
+    const int tile = (int)(gridDim.x - 1 - blockIdx.x) / (2 / NCONS), h = (int)blockIdx.y, hk = h / group;
     const int b = last_at_or_below(batch, tile, [&](int s) { return seqs[s].first_tile; });
     const seq_info sq = seqs[b];
     // positions in a sequence are ints (the offsets are int32); a row's
@@ -461,11 +472,29 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
                 wgmma_k32_n32(p, desc_qk(qk_at(sh.q, BM, wg * 64, db)), desc_qk(qk_at(st.k, BN, k0, db)));
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         };
+        // the scales that promotion j of a pass starts with: its two rows'
+        // and its first four keys'. They are loaded before the wait for the
+        // product, so that the load's latency passes under it (loaded after,
+        // the first multiplication waited for them: the kernel's largest
+        // stall in a profile on the H200); the other keys' follow in the
+        // promotion, behind its arithmetic. Not at D = 256, whose registers
+        // are spent (ptxas spilled).
+        constexpr bool PREFETCH = D < 256;
+        struct first_scales {
+            float2 a;
+            float4 b;
+        };
+        auto s_first = [&](int kp, int j) {
+            const int db = j / NC, k16 = (kp * KP + (j % NC) * NW) / 16;
+            return first_scales{*reinterpret_cast<const float2 *>(&sh.qs[db][scale_pos_a(row0)]),
+                                *reinterpret_cast<const float4 *>(&st.ks[db][16 * k16 + 4 * t])};
+        };
         // partial element i is element (j % NC) NW / 2 + i of the pass
-        auto promote_s = [&](float(&p)[NW / 2], float(&xs)[KP / 2], int kp, int j) {
+        auto promote_s = [&](float(&p)[NW / 2], float(&xs)[KP / 2], int kp, int j, const first_scales &f) {
             const int db = j / NC, c = j % NC, k16 = (kp * KP + c * NW) / 16;
             fence_regs(p);
-            const float2 a = *reinterpret_cast<const float2 *>(&sh.qs[db][scale_pos_a(row0)]);
+            const first_scales g = PREFETCH ? f : s_first(kp, j);
+            const float2 a = g.a;
             // the bare fma for the whole product, or the general promotion
             // for the whole product: two loops, not a test a value (which
             // interleaves the rare case's long code with the common one's,
@@ -473,7 +502,8 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
             if (fast_s) {
 #pragma unroll
                 for (int j2 = 0; j2 < NW / 16; j2++) {
-                    const float4 bq = *reinterpret_cast<const float4 *>(&st.ks[db][16 * (k16 + j2) + 4 * t]);
+                    const float4 bq =
+                        j2 == 0 ? g.b : *reinterpret_cast<const float4 *>(&st.ks[db][16 * (k16 + j2) + 4 * t]);
                     const float bs[4] = {bq.x, bq.y, bq.z, bq.w};
 #pragma unroll
                     for (int hj = 0; hj < 2; hj++) {
@@ -508,16 +538,17 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
             issue_s(pb, kp, 1);
 #pragma unroll
             for (int j = 0; j < NPS; j++) {
+                const first_scales f = PREFETCH ? s_first(kp, j) : first_scales{};
                 if (j + 1 < NPS)
                     asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
                 else
                     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
                 if (j % 2 == 0) {
-                    promote_s(pa, xs, kp, j);
+                    promote_s(pa, xs, kp, j, f);
                     if (j + 2 < NPS)
                         issue_s(pa, kp, j + 2);
                 } else {
-                    promote_s(pb, xs, kp, j);
+                    promote_s(pb, xs, kp, j, f);
                     if (j + 2 < NPS)
                         issue_s(pb, kp, j + 2);
                 }
@@ -541,42 +572,42 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
                 lo[I] = sh.s_stash[wi][I][tid];
         }
 
-        // x holds S. The rows' maxima of S * c over the keys they see (NaN
-        // wins, as in the reference's scan), as fl(c max S): c > 0, and a
-        // rounding never reverses an order, so it is the largest fl(S c)
-        // with one multiplication a row; the maximum as a tree, whose depth
-        // is log2 of a row's 32 scores, not their count. A tile the
-        // thread's rows see whole needs no test.
+        // x holds S. The keys a row does not see take S = -Inf, whatever
+        // they hold, so that the same code serves every tile: -Inf is no
+        // row's maximum, and its P is exp2 of -127 (the clamp), +0, which
+        // adds nothing to the row sums. A tile the thread's rows see whole
+        // needs no test. (Separate forms of the softmax for whole and
+        // masked tiles made the code of a tile on the diagonal cold: under
+        // a causal mask a third of the warps' samples waited for
+        // instructions.)
         const bool whole = c0 + BN - 1 <= lim_min;
-        // whether element i's key is one its row sees (outside a whole tile)
-        auto sees = [&](int i) { return c0 + x_key(i) <= lim[(i / 2) % 2]; };
-        // row hh's maximum with key i taken as key(i): pairs, then halves
-        auto row_max = [&](int hh, auto key) {
-            float v[16];
+        if (!whole) {
 #pragma unroll
-            for (int q = 0; q < 16; q++)
-                v[q] = fmax_nan(key(4 * q + 2 * hh), key(4 * q + 2 * hh + 1));
-#pragma unroll
-            for (int q = 0; q < 8; q++)
-                v[q] = fmax_nan(v[q], v[q + 8]);
-#pragma unroll
-            for (int q = 0; q < 4; q++)
-                v[q] = fmax_nan(v[q], v[q + 4]);
-#pragma unroll
-            for (int q = 0; q < 2; q++)
-                v[q] = fmax_nan(v[q], v[q + 2]);
-            return fmax_nan(v[0], v[1]);
-        };
-        float mx[2];
-        if (whole) {
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++)
-                mx[hh] = row_max(hh, [&](int i) { return x[i]; });
-        } else {
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++)
-                mx[hh] = row_max(hh, [&](int i) { return sees(i) ? x[i] : NEG_INF; });
+            for (int i = 0; i < 64; i++)
+                x[i] = c0 + x_key(i) <= lim[(i / 2) % 2] ? x[i] : NEG_INF;
         }
+        // The rows' maxima of S * c (NaN wins, as in the reference's scan),
+        // as fl(c max S): c > 0, and a rounding never reverses an order, so
+        // it is the largest fl(S c) with one multiplication a row; the
+        // maximum as a tree, whose depth is log2 of a row's 32 scores, not
+        // their count.
+        // row hh's maximum: W chains over the
+        // row's 32 (score k of the row is element 4 (k / 2) + 2 hh + k % 2),
+        // then halves. W = 16 is a tree; at D = 256, O's 128 registers leave
+        // room for two chains only (ptxas spilled with sixteen and four)
+        auto row_max = [&](int hh) {
+            constexpr int W = D == 256 ? 2 : 16;
+            auto el = [&](int k) { return x[4 * (k / 2) + 2 * hh + k % 2]; };
+            float v[W];
+#pragma unroll
+            for (int q = 0; q < W; q++)
+                v[q] = fmax_nan(el(q), el(q + W));
+#pragma unroll
+            for (int k = 2 * W; k < 32; k++)
+                v[k % W] = fmax_nan(v[k % W], el(k));
+            return tree_max<W>(v);
+        };
+        float mx[2] = {row_max(0), row_max(1)};
         bool vis[2], grew[2];
         float alpha[2] = {1.0f, 1.0f};
 #pragma unroll
@@ -600,22 +631,16 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
                 o[i] = __fmul_rn(o[i], alpha[(i / 2) % 2]);
         }
         // P = exp2(min(fma(S, c, b), 8)) with b = 8 - m, in [0, 256]; 0 for
-        // the keys a row does not see. A row that sees no finite score
-        // (m_new = -Inf: its S are -Inf) takes b = -Inf, so its P are 0 too.
+        // the keys a row does not see (S = -Inf). A row that sees no finite
+        // score (m_new = -Inf: its S are -Inf) takes b = -Inf, so its P are
+        // 0 too.
         float b[2];
 #pragma unroll
         for (int hh = 0; hh < 2; hh++)
             b[hh] = vis[hh] ? __fsub_rn(8.0f, m[hh]) : NEG_INF;
-        auto p_of = [&](int i) { return mx_exp2_capped8(__fmaf_rn(x[i], c, b[(i / 2) % 2])); };
-        if (whole) {
 #pragma unroll
-            for (int i = 0; i < 64; i++)
-                x[i] = p_of(i);
-        } else {
-#pragma unroll
-            for (int i = 0; i < 64; i++)
-                x[i] = sees(i) ? p_of(i) : 0.0f;
-        }
+        for (int i = 0; i < 64; i++)
+            x[i] = mx_exp2_capped8(__fmaf_rn(x[i], c, b[(i / 2) % 2]));
 
         // the row sums: each partial scaled by alpha (1 where the max did
         // not grow: L * 1 is L), then the tile's P added, key 8q + 2t + e of
@@ -723,26 +748,34 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
                 wgmma_k32_rs_n32(p, af[j / PVH], b);
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         };
+        // the first four columns' V scales of product j, loaded before its
+        // wait as S's are
+        auto pv_first = [&](int j) {
+            return *reinterpret_cast<const float4 *>(&st.vs[j / PVH][16 * ((j % PVH) * NV / 16) + 4 * t]);
+        };
         // partial element i is element (j % PVH) NV / 2 + i of O
-        auto promote_pv = [&](float(&p)[NV / 2], int j) {
+        auto promote_pv = [&](float(&p)[NV / 2], int j, float4 pre) {
+            const float4 first = PREFETCH ? pre : pv_first(j);
             const int kb = j / PVH, c = j % PVH;
             const int kb0 = c0 + 32 * kb;
             const bool use[2] = {vis[0] && kb0 <= lim[0], vis[1] && kb0 <= lim[1]};
             fence_regs(p);
-            if (fast_pv && use[0] && use[1]) {
+            // V's scales of columns 4 j2 + 4 t .. (element 2 hj + e % 2 the
+            // column of element 4 (2 j2 + hj) + e of the partial)
+            auto v_scales = [&](int j2) {
+                return j2 == 0 ? first : *reinterpret_cast<const float4 *>(&st.vs[kb][16 * (c * NV / 16 + j2) + 4 * t]);
+            };
+            if constexpr (!P_DYNAMIC) {
+                // P's scale is 1: one fma with V's scale, exact for every
+                // scale; a row that skips the block keeps its O (the same
+                // code for every tile: one predicated fma an element). At
+                // D = 256 the blocks every row uses take an unpredicated
+                // copy: with the predicated one alone, ptxas spilled.
+                if (D == 256 && use[0] && use[1]) {
 #pragma unroll
-                for (int j2 = 0; j2 < NV / 16; j2++) {
-                    const float4 vq = *reinterpret_cast<const float4 *>(&st.vs[kb][16 * (c * NV / 16 + j2) + 4 * t]);
-                    const float vsc[4] = {vq.x, vq.y, vq.z, vq.w};
-                    if constexpr (P_DYNAMIC) {
-#pragma unroll
-                        for (int hj = 0; hj < 2; hj++)
-#pragma unroll
-                            for (int e = 0; e < 4; e++) {
-                                const int i = 4 * (2 * j2 + hj) + e, I = c * NV / 2 + i;
-                                o[I] = promote_fast(p[i], pscale[kb][e / 2], vsc[2 * hj + e % 2], o[I]);
-                            }
-                    } else { // P's scale is 1: the fma with V's scale alone
+                    for (int j2 = 0; j2 < NV / 16; j2++) {
+                        const float4 vq = v_scales(j2);
+                        const float vsc[4] = {vq.x, vq.y, vq.z, vq.w};
 #pragma unroll
                         for (int hj = 0; hj < 2; hj++)
 #pragma unroll
@@ -751,12 +784,41 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
                                 o[I] = __fmaf_rn(p[i], vsc[2 * hj + e % 2], o[I]);
                             }
                     }
+                    return;
+                }
+#pragma unroll
+                for (int j2 = 0; j2 < NV / 16; j2++) {
+                    const float4 vq = v_scales(j2);
+                    const float vsc[4] = {vq.x, vq.y, vq.z, vq.w};
+#pragma unroll
+                    for (int hj = 0; hj < 2; hj++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            const int i = 4 * (2 * j2 + hj) + e, I = c * NV / 2 + i;
+                            if (use[e / 2])
+                                o[I] = __fmaf_rn(p[i], vsc[2 * hj + e % 2], o[I]);
+                        }
+                }
+                return;
+            }
+            if (fast_pv && use[0] && use[1]) {
+#pragma unroll
+                for (int j2 = 0; j2 < NV / 16; j2++) {
+                    const float4 vq = v_scales(j2);
+                    const float vsc[4] = {vq.x, vq.y, vq.z, vq.w};
+#pragma unroll
+                    for (int hj = 0; hj < 2; hj++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            const int i = 4 * (2 * j2 + hj) + e, I = c * NV / 2 + i;
+                            o[I] = promote_fast(p[i], pscale[kb][e / 2], vsc[2 * hj + e % 2], o[I]);
+                        }
                 }
                 return;
             }
 #pragma unroll
             for (int j2 = 0; j2 < NV / 16; j2++) {
-                const float4 vq = *reinterpret_cast<const float4 *>(&st.vs[kb][16 * (c * NV / 16 + j2) + 4 * t]);
+                const float4 vq = v_scales(j2);
                 const float vsc[4] = {vq.x, vq.y, vq.z, vq.w};
 #pragma unroll
                 for (int hj = 0; hj < 2; hj++)
@@ -774,16 +836,17 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
             issue_pv(vb, 1);
 #pragma unroll
             for (int j = 0; j < NPV; j++) {
+                const float4 first = PREFETCH ? pv_first(j) : float4{};
                 if (j + 1 < NPV)
                     asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
                 else
                     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
                 if (j % 2 == 0) {
-                    promote_pv(va, j);
+                    promote_pv(va, j, first);
                     if (j + 2 < NPV)
                         issue_pv(va, j + 2);
                 } else {
-                    promote_pv(vb, j);
+                    promote_pv(vb, j, first);
                     if (j + 2 < NPV)
                         issue_pv(vb, j + 2);
                 }
@@ -803,8 +866,9 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
 #pragma unroll
                     for (int c = 0; c < PVH; c++) {
                         issue_pv(va, kb * PVH + c);
+                        const float4 first = PREFETCH ? pv_first(kb * PVH + c) : float4{};
                         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-                        promote_pv(va, kb * PVH + c);
+                        promote_pv(va, kb * PVH + c, first);
                     }
                     continue;
                 }
