@@ -34,8 +34,6 @@
 #ifndef MXFA_GPU_SM90_FWD_BF16_CUH
 #define MXFA_GPU_SM90_FWD_BF16_CUH
 
-#include <type_traits>
-
 #include "sm90/fwd_pack.cuh"
 #include "sm90/fwd_softmax.cuh"
 #include "sm90/wgmma_bf16.cuh"
@@ -296,8 +294,6 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int i = 0; i < D / 2; i++)
         o[i] = 0.0f;
 
-    constexpr std::true_type whole_tile{};
-    constexpr std::false_type any_tile{};
     // S(j) issued and waited for, K's stage released
     auto scores = [&](int j) {
         const int stage = j % STAGES;
@@ -309,25 +305,23 @@ __global__ void __launch_bounds__(THREADS, 1)
         fence_regs(s);
         bar_arrive(&sh.k_empty[stage]);
     };
-    // the softmax of tile j into P set pset; tiles some row does not see
-    // whole take the mask (the decision is the query tile's, uniform over
-    // the CTA); whole_tile: tile j is known to be whole, and the masked
-    // form is not compiled in
-    auto softmax = [&](int j, uint32_t(&pset)[BN / 16][4], auto whole_tag) {
-        const int full[2] = {BN, BN};
-        if constexpr (decltype(whole_tag)::value) {
-            return softmax_tile<BN, false, P_DYNAMIC>(s, r, full, p.c, pset);
-        } else {
-            if (whole(j))
-                return softmax_tile<BN, false, P_DYNAMIC>(s, r, full, p.c, pset);
+    // the softmax of tile j into P set pset; a tile some row does not see
+    // whole takes the mask first (the decision is the query tile's,
+    // uniform over the CTA), and then the same code as the others: one
+    // form of the softmax in the kernel, whose code every tile keeps warm
+    // in the instruction cache (with a second, masked form, the tile on the
+    // diagonal ran cold code once a query tile)
+    auto softmax = [&](int j, uint32_t(&pset)[BN / 16][4]) {
+        if (!whole(j)) {
             int vis[2];
 #pragma unroll
             for (int hh = 0; hh < 2; hh++) {
                 const int seen = lim[hh] - j * BN + 1;
                 vis[hh] = seen < 0 ? 0 : seen > BN ? BN : seen;
             }
-            return softmax_tile<BN, true, P_DYNAMIC>(s, r, vis, p.c, pset);
+            mask_scores<BN>(s, vis);
         }
+        return softmax_tile<BN, P_DYNAMIC>(s, r, p.c, pset);
     };
     // O += P(j) V(j) from P set pset, waited for, V's stage released
     auto pv = [&](int j, const uint32_t(&pset)[BN / 16][4]) {
@@ -350,12 +344,12 @@ __global__ void __launch_bounds__(THREADS, 1)
         bar_wait(&sh.q_full, 0);
         if constexpr (CAREFUL || !cf::OVERLAP) {
             scores(0);
-            softmax(0, pa[0], any_tile); // O is zero: nothing to rescale
+            softmax(0, pa[0]); // O is zero: nothing to rescale
             // a tile at a time: P V of tile j - 1, S of tile j, its softmax
             for (int j = 1; j < nkt; j++) {
                 pv(j - 1, pa[0]);
                 scores(j);
-                rescale_o<D>(o, softmax(j, pa[0], any_tile));
+                rescale_o<D>(o, softmax(j, pa[0]));
             }
             pv(nkt - 1, pa[0]);
         } else {
@@ -367,7 +361,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             // over after it, warpgroup 0 first.
             auto my_turn = [&] { named_sync(BAR_TURN0 + wg, 256); };
             auto hand_over = [&] { named_arrive(BAR_TURN0 + (1 - wg), 256); };
-            auto step = [&](int j, uint32_t(&pset)[BN / 16][4], const uint32_t(&pprev)[BN / 16][4], auto whole_tag) {
+            auto step = [&](int j, uint32_t(&pset)[BN / 16][4], const uint32_t(&pprev)[BN / 16][4]) {
                 const int stage = j % STAGES, prev = (j - 1) % STAGES;
                 bar_wait(&sh.k_full[stage], (j / STAGES) & 1);
                 bar_wait(&sh.v_full[prev], ((j - 1) / STAGES) & 1);
@@ -381,7 +375,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 wgmma_wait<1>();
                 fence_regs(s);
                 bar_arrive(&sh.k_empty[stage]);
-                const max_step st = softmax(j, pset, whole_tag);
+                const max_step st = softmax(j, pset);
                 wgmma_wait<0>();
                 fence_regs(o);
                 hold_fragments(pprev);
@@ -414,29 +408,24 @@ __global__ void __launch_bounds__(THREADS, 1)
             wgmma_wait<0>();
             fence_regs(s);
             bar_arrive(&sh.k_empty[0]);
-            softmax(0, pa[0], any_tile); // O is zero: nothing to rescale
+            softmax(0, pa[0]); // O is zero: nothing to rescale
+            // Two tiles a round, so that the P sets are named when compiling,
+            // the second skipped past the last tile: every tile runs the
+            // same code, which stays in the instruction cache. (With the
+            // last odd tile and the masked tiles in code of their own, that
+            // code ran cold once a query tile, and 13% of the warps' samples
+            // in a profile on the H200 waited for instructions.) The last
+            // P is in set 0 after a whole round, in set 1 after a half one.
             int j = 1;
-            // two tiles a round, so that the P sets are named when compiling:
-            // the rounds of tiles every row sees whole (a prefix of them),
-            // whose softmax takes no mask, then the rest. The first loop has
-            // the unmasked softmax alone, so that its code stays small
-            // enough for the instruction cache: with both forms inlined in
-            // each step, 13% of the warps' samples in a profile on the H200
-            // waited for instructions.
-            for (; j + 1 < nkt && whole(j + 1); j += 2) {
-                step(j, pa[1], pa[0], whole_tile);
-                step(j + 1, pa[0], pa[1], whole_tile);
+            for (; j < nkt; j += 2) {
+                step(j, pa[1], pa[0]);
+                if (j + 1 < nkt)
+                    step(j + 1, pa[0], pa[1]);
             }
-            for (; j + 1 < nkt; j += 2) {
-                step(j, pa[1], pa[0], any_tile);
-                step(j + 1, pa[0], pa[1], any_tile);
-            }
-            if (j < nkt) {
-                step(j, pa[1], pa[0], any_tile);
-                last_pv(j, pa[1]);
-            } else {
-                last_pv(j - 1, pa[0]);
-            }
+            if (j == nkt)
+                last_pv(nkt - 1, pa[0]);
+            else
+                last_pv(nkt - 1, pa[1]);
         }
     }
     write_rows<D>(o, r, p, sq, h, row0);

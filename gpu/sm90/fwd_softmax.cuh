@@ -83,22 +83,27 @@ template <int BN, int J, int N> __device__ __forceinline__ float row_max(const f
         return fmax_nan(row_max<BN, J, N / 2>(s, hh), row_max<BN, J + N / 2, N / 2>(s, hh));
 }
 
-// The softmax of one tile. s: the scores (fp32, the accumulator fragment),
-// overwritten; vis[hh]: how many of the tile's keys row hh sees, from its
-// first (the rest are masked: -Inf before the maximum); c: fl(scale *
-// log2 e). pa: the bf16 A fragments of P, one a k16 step. P_DYNAMIC: P in
-// row blocks of 32 keys under the rceil rule, else one scale 2^-8.
-template <int BN, bool MASKED, bool P_DYNAMIC>
-__device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, const int (&vis)[2], float c,
-                                                 uint32_t (&pa)[BN / 16][4])
+// The mask of a tile that some row does not see whole: vis[hh] is how
+// many of the tile's keys row hh sees, from its first; the others' scores
+// become -Inf, whatever they hold. -Inf is no row's maximum, and its P is
+// exp2 of -127 (the clamp), +0, which adds nothing to the row sum: the
+// softmax is then the same code for every tile.
+template <int BN> __device__ __forceinline__ void mask_scores(float (&s)[BN / 2], const int (&vis)[2])
 {
     const int t = (int)threadIdx.x % 4;
-    if constexpr (MASKED) {
 #pragma unroll
-        for (int i = 0; i < BN / 2; i++)
-            if (8 * (i / 4) + 2 * t + i % 2 >= vis[(i / 2) % 2])
-                s[i] = NEG_INF;
-    }
+    for (int i = 0; i < BN / 2; i++)
+        s[i] = 8 * (i / 4) + 2 * t + i % 2 < vis[(i / 2) % 2] ? s[i] : NEG_INF;
+}
+
+// The softmax of one tile. s: the scores (fp32, the accumulator fragment,
+// masked by mask_scores where some row does not see the tile whole),
+// overwritten; c: fl(scale * log2 e). pa: the bf16 A fragments of P, one a
+// k16 step. P_DYNAMIC: P in row blocks of 32 keys under the rceil rule,
+// else one scale 2^-8.
+template <int BN, bool P_DYNAMIC>
+__device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, float c, uint32_t (&pa)[BN / 16][4])
+{
     // the maximum, in any order (max is exact; any NaN makes it NaN): a
     // tree, whose depth is log2 of a row's BN / 4 scores, not their count
     float mx[2] = {row_max<BN, 0, BN / 8>(s, 0), row_max<BN, 0, BN / 8>(s, 1)};
