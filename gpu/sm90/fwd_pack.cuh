@@ -124,14 +124,16 @@ __global__ void __launch_bounds__(256) pack_rows_bf16(nd3 x, int preset, const s
 // a 64-key piece is one block, or padding) and widened; with raw (the
 // leak-free mask), also the input itself rounded to bf16, V^T the same way.
 // bad[h][rows / 32]: 1 where a block of 32 keys holds a NaN or Inf in
-// either. A transpose through shared memory: a block of 256 threads takes
-// 64 packed keys and 64 columns of a head, reads them a key's row at a time
-// and writes them a column's row at a time, 128 bytes a row either way; a
-// column's block of 32 keys is two threads' 16 (lanes l and l ^ 1). Grid x
-// over rows / 64, y over D / 64, z over the heads.
+// either; *any_bad: 1 where any does. A transpose through shared memory: a
+// block of 256 threads takes 64 packed keys and 64 columns of a head, reads
+// them a key's row at a time and writes them a column's row at a time, 128
+// bytes a row either way; a column's block of 32 keys is two threads' 16
+// (lanes l and l ^ 1). Grid x over rows / 64, y over D / 64, z over the
+// heads.
 template <int D>
 __global__ void __launch_bounds__(256) pack_vt_bf16(nd3 x, int preset, bool raw, const seq *seqs, int batch,
-                                                    uint16_t *vt, uint16_t *vraw, int *bad, int64_t rows)
+                                                    uint16_t *vt, uint16_t *vraw, int *bad, int *any_bad,
+                                                    int64_t rows)
 {
     __shared__ uint32_t val_t[64][64 + 1]; // [key][column] as fp32 bits, padded against bank conflicts
     const int64_t p0 = (int64_t)blockIdx.x * 64, h = blockIdx.z;
@@ -189,6 +191,8 @@ __global__ void __launch_bounds__(256) pack_vt_bf16(nd3 x, int preset, bool raw,
             bad[h * (rows / 32) + p0 / 32] = 1;
         if (bad1)
             bad[h * (rows / 32) + p0 / 32 + 1] = 1;
+        if (bad0 || bad1)
+            *any_bad = 1;
     }
 }
 
@@ -199,6 +203,7 @@ struct operands {
     seq *seqs;             // device copy of the table
     uint16_t *q, *k, *vt, *vraw;
     int *bad;              // [Hkv][k_rows / 32]
+    int *any_bad;          // whether any of them is set
     int64_t q_rows, k_rows, tiles;
 };
 
@@ -231,7 +236,7 @@ cudaError_t pack_operands(const attn_fwd_args &a, bool raw, scratch &mem, cudaSt
     // scratch: one allocation in 1024-byte aligned pieces
     const size_t sizes[] = {(size_t)(hq * q_rows * D) * 2, (size_t)(hkv * k_rows * D) * 2,
                             (size_t)(hkv * D * k_rows) * 2, raw ? (size_t)(hkv * D * k_rows) * 2 : 16,
-                            (size_t)(hkv * (k_rows / 32)) * 4, sizeof(seq) * (size_t)batch};
+                            (size_t)(hkv * (k_rows / 32) + 1) * 4, sizeof(seq) * (size_t)batch};
     constexpr int NBUF = sizeof sizes / sizeof sizes[0];
     size_t total = 0, at[NBUF];
     for (int i = 0; i < NBUF; i++) {
@@ -248,6 +253,7 @@ cudaError_t pack_operands(const attn_fwd_args &a, bool raw, scratch &mem, cudaSt
     ops->q = reinterpret_cast<uint16_t *>(base + at[0]), ops->k = reinterpret_cast<uint16_t *>(base + at[1]);
     ops->vt = reinterpret_cast<uint16_t *>(base + at[2]), ops->vraw = reinterpret_cast<uint16_t *>(base + at[3]);
     ops->bad = reinterpret_cast<int *>(base + at[4]), ops->seqs = reinterpret_cast<seq *>(base + at[5]);
+    ops->any_bad = ops->bad + hkv * (k_rows / 32);
     // from pageable memory: the copy has taken the bytes when it returns
     e = cudaMemcpyAsync(ops->seqs, seqs, sizeof(seq) * (size_t)batch, cudaMemcpyHostToDevice, stream);
     free(seqs);
@@ -262,7 +268,7 @@ cudaError_t pack_operands(const attn_fwd_args &a, bool raw, scratch &mem, cudaSt
         pack_rows_bf16<D><<<dim3((unsigned)(k_rows * D / 8 / 256), (unsigned)hkv), 256, 0, stream>>>(
             a.k, preset, ops->seqs, batch, true, ops->k, k_rows);
         pack_vt_bf16<D><<<dim3((unsigned)(k_rows / 64), D / 64, (unsigned)hkv), 256, 0, stream>>>(
-            a.v, preset, raw, ops->seqs, batch, ops->vt, ops->vraw, ops->bad, k_rows);
+            a.v, preset, raw, ops->seqs, batch, ops->vt, ops->vraw, ops->bad, ops->any_bad, k_rows);
     } else { // no key anywhere: K and V are zeros the kernel never reads past a limit
         if ((e = cudaMemsetAsync(ops->k, 0, sizes[1], stream)) != cudaSuccess ||
             (e = cudaMemsetAsync(ops->vt, 0, sizes[2], stream)) != cudaSuccess)
