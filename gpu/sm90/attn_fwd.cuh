@@ -3,9 +3,10 @@
 // the algorithm of cpu/ref/attn_fwd.c (docs/NUMERICS.md, "Attention
 // forward") with its geometry of 128-row query tiles and 128-key tiles.
 //
-// Before the kernel: Q and K are quantized along D (row blocks), V along
-// the keys (col blocks restarting at every sequence), by the backend's
-// quantization kernels; then packed so that every sequence starts on a
+// Before the kernel, in one pass over each input (the codes reach memory
+// only packed): Q and K are quantized along D (row blocks), V along the
+// keys (col blocks restarting at every sequence), as the backend's
+// quantization kernels do, and packed so that every sequence starts on a
 // 128-row boundary of its head's rows (zeros between): Q and K codes
 // [heads][rows][D], V transposed to [heads][D][keys], the scales as floats
 // 2^(e - 127) in the order the threads read them, and each 128-row tile's
@@ -42,6 +43,7 @@
 #include "exp2.cuh"
 #include "hopper.cuh"
 #include "mx.cuh"
+#include "nd3.cuh"
 #include "wgmma.cuh"
 
 namespace mxfa_gpu {
@@ -69,7 +71,6 @@ struct seq_info {
     int64_t q0, k0;       // first token in q and in k, v
     int64_t lq, lk;       // lengths
     int64_t q_off, k_off; // first packed row (multiples of 128)
-    int64_t v_block;      // first row of its V scales (col blocks of 32 keys)
     int first_tile;       // its first query tile in the grid
 };
 
@@ -168,34 +169,43 @@ __device__ __forceinline__ void range_add(uint32_t lo, uint32_t hi, scale_range 
     }
 }
 
-// Q or K: codes [tokens][H][D] and scale bytes [tokens][H][D / 32] (the
-// quantization's output) to codes [H][rows][D] and float scales
-// [H][D / 32][rows] (scale_pos_a or _b order within each 128 rows), and
-// each tile's scale range [H][rows / 128]. A thread per packed row; grid x
-// over the rows / 128, y over the heads.
+// Q or K: x [tokens][H][D] (fp32 or bf16, any strides) quantized in row
+// blocks of 32 along D to codes [H][rows][D] and float scales
+// [H][D / 32][rows] (scale_pos_a or _b order within each 128 rows; a
+// padding row's codes 0 and scales 1), and each tile's scale range over its
+// real rows [H][rows / 128]. A block of 256 threads a tile of 128 rows: 8
+// elements a piece, four lanes a block of 32, consecutive lanes on
+// consecutive pieces of a row (whole lines read and written), D / 16
+// pieces a thread. Grid x over the rows / 128, y over the heads.
 template <int D>
-__global__ void pack_rows(const uint8_t *codes, const uint8_t *scales, const seq_info *seqs, int batch, bool keys,
-                          uint8_t *out, float *out_scales, scale_range *ranges, int64_t rows)
+__global__ void __launch_bounds__(256) pack_rows(nd3 x, int preset, const seq_info *seqs, int batch, bool keys,
+                                                 uint8_t *out, float *out_scales, scale_range *ranges, int64_t rows)
 {
     constexpr int DB = D / 32;
-    __shared__ uint32_t red[8];
-    const int64_t p = (int64_t)blockIdx.x * 128 + threadIdx.x, h = blockIdx.y;
-    int64_t token = 0;
-    const bool real = unpack_row(seqs, batch, keys, p, &token) >= 0;
-    const int64_t heads = gridDim.y;
-    const uint4 *src = reinterpret_cast<const uint4 *>(codes + (token * heads + h) * D);
-    uint4 *dst = reinterpret_cast<uint4 *>(out + (h * rows + p) * D);
-#pragma unroll
-    for (int i = 0; i < D / 16; i++)
-        dst[i] = real ? src[i] : make_uint4(0, 0, 0, 0);
-    const int pos = keys ? scale_pos_b((int)(p % 128)) : scale_pos_a((int)(p % 128));
+    __shared__ uint32_t red[16];
+    const int64_t tile0 = (int64_t)blockIdx.x * 128, h = blockIdx.y;
+    const fp8_fmt f = fp8_e4m3();
     uint32_t lo = RANGE_EMPTY_LO, hi = 0;
-    for (int b = 0; b < DB; b++) {
-        const uint32_t e = real ? scales[(token * heads + h) * DB + b] : 0x7Fu;
-        const float f = scale_float(e);
-        out_scales[(h * DB + b) * rows + (p - p % 128) + pos] = f;
+    for (int i = 0; i < D / 16; i++) {
+        const int piece = i * 256 + (int)threadIdx.x, r = piece / (D / 8), c = (piece % (D / 8)) * 8;
+        const int64_t p = tile0 + r;
+        int64_t token = 0;
+        const bool real = unpack_row(seqs, batch, keys, p, &token) >= 0; // the same for a block's four lanes
+        uint32_t v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         if (real)
-            lo = min(lo, __float_as_uint(f)), hi = max(hi, __float_as_uint(f));
+            load8_bits(x, token, h, c, v);
+        bool plain;
+        const block_rule rule = warp_rule<8>(f, preset, reduce_max(lane_top(v), 4), v, 4, &plain);
+        uint2 codes = make_uint2(0, 0);
+        if (real)
+            codes = make_uint2(encode4(f, rule, plain, v), encode4(f, rule, plain, v + 4));
+        *reinterpret_cast<uint2 *>(out + (h * rows + p) * D + c) = codes;
+        if (c % 32 == 0) {
+            const float sf = scale_float(real ? rule.scale : 0x7Fu);
+            out_scales[(h * DB + c / 32) * rows + tile0 + (keys ? scale_pos_b(r) : scale_pos_a(r))] = sf;
+            if (real)
+                lo = min(lo, __float_as_uint(sf)), hi = max(hi, __float_as_uint(sf));
+        }
     }
     range_add(lo, hi, &ranges[h * (rows / 128) + blockIdx.x], false, red);
 }
@@ -213,61 +223,83 @@ __device__ __forceinline__ float v_scale_float(uint32_t code)
                          : __uint_as_float(1u << (code + 14u));
 }
 
-// V: codes [tokens][H][D] and col-block scales [vblocks][H][D] to V^T codes
-// [H][D][rows] (keys permuted inside each block of 32 by key_of_column,
-// zeros past a sequence's end) and float scales [H][rows / 32][D]
-// (v_scale_float, scale_pos_b order over D), and each 128-key tile's scale range
-// [H][rows / 128] (four blocks add to it: set to RANGE_EMPTY_LO and 0
-// before). A block per 32 packed keys, a
-// thread per column of V; grid y over the heads.
+// V: x [tokens][H][D] quantized in col blocks of 32 keys (a sequence's keys
+// start on a multiple of 128, so each block of 32 packed keys is one block
+// of the sequence, or padding) to V^T codes [H][D][rows] (keys permuted
+// inside each block by key_of_column, padding keys 0) and float scales
+// [H][rows / 32][D] (v_scale_float, scale_pos_b order over D; a padding
+// block's 2^-8), and each 128-key tile's scale range over its real blocks
+// [H][rows / 128] (several blocks add to it: set to RANGE_EMPTY_LO and 0
+// before); with raw (the leak-free mask), also V^T [H][D][rows] of the
+// input rounded to bf16, keys in their own order. A transpose through
+// shared memory: a block of 256 threads takes 64 packed keys and 64
+// columns of a head, reads them a key's row at a time and writes them a
+// column's row at a time; a column's block of 32 keys is two threads' 16
+// (lanes l and l ^ 1), and since key_of_column keeps each half of a block
+// in place, each thread's 16 codes are 16 consecutive bytes. Grid x over
+// rows / 64, y over D / 64, z over the heads.
 template <int D>
-__global__ void pack_v(const uint8_t *codes, const uint8_t *scales, const seq_info *seqs, int batch, uint8_t *out,
-                       float *out_scales, scale_range *ranges, int64_t rows)
+__global__ void __launch_bounds__(256) pack_v(nd3 x, int preset, bool raw, const seq_info *seqs, int batch,
+                                              uint8_t *out, float *out_scales, scale_range *ranges, uint16_t *vraw,
+                                              int64_t rows)
 {
-    const int64_t p0 = (int64_t)blockIdx.x * 32, h = blockIdx.y, heads = gridDim.y;
-    const int e = (int)threadIdx.x;
-    __shared__ uint32_t red[2 * D / 32];
-    uint32_t w[8] = {};
-    for (int f = 0; f < 32; f++) {
+    __shared__ uint32_t val_t[64][64 + 1]; // [key][column] as fp32 bits, padded against bank conflicts
+    __shared__ bool real_key[64];
+    __shared__ uint32_t red[16];
+    const int64_t p0 = (int64_t)blockIdx.x * 64, h = blockIdx.z;
+    const int e0 = (int)blockIdx.y * 64, tid = (int)threadIdx.x;
+    {
+        const int k = tid / 4, c = (tid % 4) * 16; // 16 values of a key's row
         int64_t token;
-        if (unpack_row(seqs, batch, true, p0 + key_of_column(f), &token) >= 0)
-            w[f / 4] |= (uint32_t)codes[(token * heads + h) * D + e] << (8 * (f % 4));
+        uint32_t v[16] = {};
+        const bool real = unpack_row(seqs, batch, true, p0 + k, &token) >= 0;
+        if (real) {
+            load8_bits(x, token, h, e0 + c, v);
+            load8_bits(x, token, h, e0 + c + 8, v + 8);
+        }
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            val_t[k][c + i] = v[i];
+        if (c == 0)
+            real_key[k] = real;
     }
-    uint4 *dst = reinterpret_cast<uint4 *>(out + (h * D + e) * rows + p0);
-    dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
-    dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
-    const int b = last_at_or_below(batch, p0, [&](int s) { return seqs[s].k_off; });
-    const int64_t j = p0 - seqs[b].k_off;
-    const bool real = j >= 0 && j < seqs[b].lk;
-    const uint32_t s = real ? scales[((seqs[b].v_block + j / 32) * heads + h) * D + e] : 0x7Fu;
-    const float f = v_scale_float(s);
-    out_scales[(h * (rows / 32) + p0 / 32) * D + scale_pos_b(e)] = f;
-    range_add(real ? __float_as_uint(f) : RANGE_EMPTY_LO, real ? __float_as_uint(f) : 0,
+    __syncthreads();
+    const int col = tid / 4, k0 = (tid % 4) * 16; // 16 keys of a column's row, in packed order
+    const int kb = k0 - k0 % 32;                  // their block's first key
+    // the values in the order of the codes: position k0 + i holds key kb + key_of_column(k0 % 32 + i)
+    uint32_t v[16];
+#pragma unroll
+    for (int i = 0; i < 16; i++)
+        v[i] = val_t[kb + key_of_column(k0 % 32 + i)][col];
+    const fp8_fmt f = fp8_e4m3();
+    bool plain;
+    const uint32_t top = reduce_max(umax(lane_top(v), lane_top(v + 8)), 2);
+    const block_rule rule = warp_rule<16>(f, preset, top, v, 2, &plain);
+    uint32_t w[4];
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        w[q] = encode4(f, rule, plain, v + 4 * q);
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            if (!real_key[kb + key_of_column(k0 % 32 + 4 * q + e)])
+                w[q] &= ~(0xFFu << (8 * e));
+    }
+    *reinterpret_cast<uint4 *>(out + (h * D + e0 + col) * rows + p0 + k0) = make_uint4(w[0], w[1], w[2], w[3]);
+    // a block is real when its first key is (the scale is the block's: lane l ^ 1 has the same)
+    const bool real_block = real_key[kb];
+    const float sf = v_scale_float(real_block ? rule.scale : 0x7Fu);
+    if (k0 % 32 == 0)
+        out_scales[(h * (rows / 32) + (p0 + kb) / 32) * D + scale_pos_b(e0 + col)] = sf;
+    range_add(real_block ? __float_as_uint(sf) : RANGE_EMPTY_LO, real_block ? __float_as_uint(sf) : 0,
               &ranges[h * (rows / 128) + p0 / 128], true, red);
-}
-
-// V as bf16 for the leak-free mask's diagonal blocks: V^T [H][D][rows]
-// (keys in their own order, zeros past a sequence's end), each value the
-// input's rounded to nearest even. A block per 32 packed keys, a thread per
-// column; grid y over the heads.
-template <int D>
-__global__ void pack_v_bf16(nd3 v, const seq_info *seqs, int batch, uint16_t *out, int64_t rows)
-{
-    const int64_t p0 = (int64_t)blockIdx.x * 32, h = blockIdx.y;
-    const int e = (int)threadIdx.x;
-    uint32_t w[16] = {};
-    for (int j = 0; j < 32; j++) {
-        int64_t token;
-        if (unpack_row(seqs, batch, true, p0 + j, &token) < 0)
-            continue;
-        const int64_t at = token * v.s0 + h * v.s1 + (int64_t)e * v.s2;
-        const uint32_t bf = v.dtype == MXFA_BF16 ? reinterpret_cast<const uint16_t *>(v.base)[at]
-                                                 : f32_to_bf16(reinterpret_cast<const uint32_t *>(v.base)[at]);
-        w[j / 2] |= bf << (16 * (j % 2));
+    if (raw) {
+        uint32_t r[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            r[i] = f32_to_bf16(val_t[k0 + 2 * i][col]) | f32_to_bf16(val_t[k0 + 2 * i + 1][col]) << 16;
+        uint4 *dst = reinterpret_cast<uint4 *>(vraw + (h * D + e0 + col) * rows + p0 + k0);
+        dst[0] = make_uint4(r[0], r[1], r[2], r[3]), dst[1] = make_uint4(r[4], r[5], r[6], r[7]);
     }
-    uint4 *dst = reinterpret_cast<uint4 *>(out + (h * D + e) * rows + p0);
-    for (int i = 0; i < 4; i++)
-        dst[i] = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
 }
 
 // ---- the kernel ----
@@ -965,18 +997,18 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
 template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, cudaStream_t stream)
 {
     constexpr int DB = D / 32;
-    const int64_t tq = a.q.n0, tk = a.k.n0, hq = a.q.n1, hkv = a.k.n1;
+    const int64_t tk = a.k.n0, hq = a.q.n1, hkv = a.k.n1;
     const int batch = a.batch;
     seq_info *seqs = static_cast<seq_info *>(malloc(sizeof(seq_info) * (size_t)batch));
     if (!seqs)
         return cudaErrorMemoryAllocation;
-    int64_t q_rows = 0, k_rows = 0, vblocks = 0, tiles = 0;
+    int64_t q_rows = 0, k_rows = 0, tiles = 0;
     for (int b = 0; b < batch; b++) {
         seq_info &s = seqs[b];
         s.q0 = a.cu_q[b], s.k0 = a.cu_k[b];
         s.lq = (int64_t)a.cu_q[b + 1] - a.cu_q[b], s.lk = (int64_t)a.cu_k[b + 1] - a.cu_k[b];
-        s.q_off = q_rows, s.k_off = k_rows, s.v_block = vblocks, s.first_tile = (int)tiles;
-        q_rows += round_up(s.lq, BM), k_rows += round_up(s.lk, BN), vblocks += (s.lk + 31) / 32;
+        s.q_off = q_rows, s.k_off = k_rows, s.first_tile = (int)tiles;
+        q_rows += round_up(s.lq, BM), k_rows += round_up(s.lk, BN);
         tiles += (s.lq + BM - 1) / BM;
     }
     q_rows = q_rows < BM ? BM : q_rows, k_rows = k_rows < BN ? BN : k_rows;
@@ -990,14 +1022,17 @@ template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, 
         return e;
     }
     // scratch: one allocation, cut in 1024-byte aligned pieces
-    const size_t sizes[] = {
-        (size_t)(hq * tq * D),         (size_t)(hq * tq * DB),           (size_t)(hkv * tk * D),
-        (size_t)(hkv * tk * DB),       (size_t)(hkv * tk * D),           (size_t)(hkv * vblocks * D),
-        (size_t)(hq * q_rows * D),     (size_t)(hq * DB * q_rows) * 4,   (size_t)(hkv * k_rows * D),
-        (size_t)(hkv * DB * k_rows) * 4, (size_t)(hkv * D * k_rows),     (size_t)(hkv * (k_rows / 32) * D) * 4,
-        sizeof(seq_info) * (size_t)batch, LEAK ? (size_t)(hkv * D * k_rows) * 2 : 16,
-        sizeof(scale_range) * (size_t)(hq * (q_rows / BM)), sizeof(scale_range) * (size_t)(hkv * (k_rows / BN)),
-        sizeof(scale_range) * (size_t)(hkv * (k_rows / BN))};
+    const size_t sizes[] = {(size_t)(hq * q_rows * D),
+                            (size_t)(hq * DB * q_rows) * 4,
+                            (size_t)(hkv * k_rows * D),
+                            (size_t)(hkv * DB * k_rows) * 4,
+                            (size_t)(hkv * D * k_rows),
+                            (size_t)(hkv * (k_rows / 32) * D) * 4,
+                            sizeof(seq_info) * (size_t)batch,
+                            LEAK ? (size_t)(hkv * D * k_rows) * 2 : 16,
+                            sizeof(scale_range) * (size_t)(hq * (q_rows / BM)),
+                            sizeof(scale_range) * (size_t)(hkv * (k_rows / BN)),
+                            sizeof(scale_range) * (size_t)(hkv * (k_rows / BN))};
     constexpr int NBUF = sizeof sizes / sizeof sizes[0];
     size_t total = 0, at[NBUF];
     for (int i = 0; i < NBUF; i++) {
@@ -1010,79 +1045,35 @@ template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, 
         free(seqs);
         return e;
     }
-    uint8_t *qc = base + at[0], *qsb = base + at[1], *kc = base + at[2], *ksb = base + at[3], *vc = base + at[4],
-            *vsb = base + at[5], *qp = base + at[6], *kp = base + at[8], *vt = base + at[10];
-    float *qf = reinterpret_cast<float *>(base + at[7]), *kf = reinterpret_cast<float *>(base + at[9]),
-          *vf = reinterpret_cast<float *>(base + at[11]);
-    seq_info *dseqs = reinterpret_cast<seq_info *>(base + at[12]);
-    uint16_t *vbf = reinterpret_cast<uint16_t *>(base + at[13]);
-    scale_range *q_range = reinterpret_cast<scale_range *>(base + at[14]),
-                *k_range = reinterpret_cast<scale_range *>(base + at[15]),
-                *v_range = reinterpret_cast<scale_range *>(base + at[16]);
+    uint8_t *qp = base + at[0], *kp = base + at[2], *vt = base + at[4];
+    float *qf = reinterpret_cast<float *>(base + at[1]), *kf = reinterpret_cast<float *>(base + at[3]),
+          *vf = reinterpret_cast<float *>(base + at[5]);
+    seq_info *dseqs = reinterpret_cast<seq_info *>(base + at[6]);
+    uint16_t *vbf = reinterpret_cast<uint16_t *>(base + at[7]);
+    scale_range *q_range = reinterpret_cast<scale_range *>(base + at[8]),
+                *k_range = reinterpret_cast<scale_range *>(base + at[9]),
+                *v_range = reinterpret_cast<scale_range *>(base + at[10]);
     // from pageable memory: the copy has taken the bytes when it returns
     e = cudaMemcpyAsync(dseqs, seqs, sizeof(seq_info) * (size_t)batch, cudaMemcpyHostToDevice, stream);
-    mxfa_segment *vsegs = static_cast<mxfa_segment *>(malloc(sizeof(mxfa_segment) * (size_t)batch));
-    if (!vsegs && e == cudaSuccess)
-        e = cudaErrorMemoryAllocation;
-    for (int b = 0; b < batch && vsegs; b++)
-        vsegs[b] = {seqs[b].k0, seqs[b].lk, seqs[b].v_block};
     free(seqs);
-
-    // quantization into codes [tokens][H][D] and scales [tokens][H][D / 32]
-    // (Q, K) or [vblocks][H][D] (V): one launch when the heads of a token
-    // (Q, K) or the columns of all heads (V) are evenly spaced, as in a
-    // packed [tokens][H][D] tensor, else a head at a time (the quantizer's
-    // views are 2-D). Q, K and V may each be fp32 or bf16.
-    auto esz = [](const nd3 &x) { return (int64_t)(x.dtype == MXFA_BF16 ? 2 : 4); };
-    auto head = [&](const nd3 &x, int64_t hh) {
-        return dview{x.base + hh * x.s1 * esz(x), x.n0, D, x.s0, x.s2, x.dtype};
-    };
-    auto rows = [&](const nd3 &x, int64_t heads, const mxfa_segment *seg, uint8_t *codes, uint8_t *sc) {
-        const int64_t n = x.n0;
-        if (x.s0 == heads * x.s1)
-            return launch_quantize(dview{x.base, n * heads, D, x.s1, x.s2, x.dtype}, seg, 1, a.preset, MXFA_BLOCK_ROW,
-                                   dview{codes, n * heads, D, D, 1, MXFA_E4M3},
-                                   dview{sc, n * heads, DB, DB, 1, MXFA_E8M0}, stream);
-        cudaError_t r = cudaSuccess;
-        for (int64_t hh = 0; hh < heads && r == cudaSuccess; hh++)
-            r = launch_quantize(head(x, hh), seg, 1, a.preset, MXFA_BLOCK_ROW,
-                                dview{codes + hh * D, n, D, heads * D, 1, MXFA_E4M3},
-                                dview{sc + hh * DB, n, DB, heads * DB, 1, MXFA_E8M0}, stream);
-        return r;
-    };
-    const mxfa_segment all_q = {0, tq, 0}, all_k = {0, tk, 0};
-    if (e == cudaSuccess)
-        e = rows(a.q, hq, &all_q, qc, qsb);
-    if (e == cudaSuccess && tk > 0)
-        e = rows(a.k, hkv, &all_k, kc, ksb);
-    if (e == cudaSuccess && tk > 0 && a.v.s1 == D * a.v.s2) {
-        e = launch_quantize(dview{a.v.base, tk, hkv * D, a.v.s0, a.v.s2, a.v.dtype}, vsegs, batch, a.preset,
-                            MXFA_BLOCK_COL, dview{vc, tk, hkv * D, hkv * D, 1, MXFA_E4M3},
-                            dview{vsb, vblocks, hkv * D, hkv * D, 1, MXFA_E8M0}, stream);
-    } else {
-        for (int64_t hh = 0; hh < hkv && tk > 0 && e == cudaSuccess; hh++)
-            e = launch_quantize(head(a.v, hh), vsegs, batch, a.preset, MXFA_BLOCK_COL,
-                                dview{vc + hh * D, tk, D, hkv * D, 1, MXFA_E4M3},
-                                dview{vsb + hh * D, vblocks, D, hkv * D, 1, MXFA_E8M0}, stream);
-    }
-    free(vsegs);
     if (e != cudaSuccess)
         return e;
-    pack_rows<D><<<dim3((unsigned)(q_rows / 128), (unsigned)hq), 128, 0, stream>>>(qc, qsb, dseqs, batch, false, qp,
-                                                                                qf, q_range, q_rows);
+
+    // Q, K and V quantized and packed, each in one pass over the input
+    // (fp32 or bf16, any strides)
+    const int preset = (int)a.preset;
+    pack_rows<D><<<dim3((unsigned)(q_rows / 128), (unsigned)hq), 256, 0, stream>>>(a.q, preset, dseqs, batch, false,
+                                                                                qp, qf, q_range, q_rows);
     if (tk > 0) {
-        pack_rows<D><<<dim3((unsigned)(k_rows / 128), (unsigned)hkv), 128, 0, stream>>>(kc, ksb, dseqs, batch, true,
-                                                                                     kp, kf, k_range, k_rows);
+        pack_rows<D><<<dim3((unsigned)(k_rows / 128), (unsigned)hkv), 256, 0, stream>>>(a.k, preset, dseqs, batch,
+                                                                                     true, kp, kf, k_range, k_rows);
         // V's ranges start empty: lo above every scale (bytes 0x7F), hi 0
         const size_t nv = (size_t)(hkv * (k_rows / BN));
         if ((e = cudaMemsetAsync(v_range, 0, sizeof(scale_range) * nv, stream)) != cudaSuccess ||
             (e = cudaMemset2DAsync(v_range, sizeof(scale_range), 0x7F, sizeof(uint32_t), nv, stream)) != cudaSuccess)
             return e;
-        pack_v<D><<<dim3((unsigned)(k_rows / 32), (unsigned)hkv), D, 0, stream>>>(vc, vsb, dseqs, batch, vt,
-                                                                              vf, v_range, k_rows);
-        if (LEAK)
-            pack_v_bf16<D><<<dim3((unsigned)(k_rows / 32), (unsigned)hkv), D, 0, stream>>>(a.v, dseqs, batch, vbf,
-                                                                                        k_rows);
+        pack_v<D><<<dim3((unsigned)(k_rows / 64), D / 64, (unsigned)hkv), 256, 0, stream>>>(
+            a.v, preset, LEAK, dseqs, batch, vt, vf, v_range, vbf, k_rows);
     }
     if ((e = cudaGetLastError()) != cudaSuccess)
         return e;

@@ -56,37 +56,6 @@ __device__ __forceinline__ int64_t packed_token(const seq *seqs, int batch, bool
     return j;
 }
 
-// Eight elements x[token][h][c .. c + 7] as fp32 bits (bf16 widened):
-// 16-byte loads where the row is contiguous and aligned.
-__device__ __forceinline__ void load8_bits(const nd3 &x, int64_t token, int64_t h, int c, uint32_t *v)
-{
-    const int64_t at = token * x.s0 + h * x.s1 + c * x.s2;
-    if (x.dtype == MXFA_BF16) {
-        const uint16_t *src = reinterpret_cast<const uint16_t *>(x.base) + at;
-        if (x.s2 == 1 && reinterpret_cast<uintptr_t>(src) % 16 == 0) {
-            const uint4 q = *reinterpret_cast<const uint4 *>(src);
-            const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                v[2 * i] = w[i] << 16, v[2 * i + 1] = w[i] & 0xFFFF0000u;
-            return;
-        }
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            v[i] = (uint32_t)src[i * x.s2] << 16;
-        return;
-    }
-    const uint32_t *src = reinterpret_cast<const uint32_t *>(x.base) + at;
-    if (x.s2 == 1 && reinterpret_cast<uintptr_t>(src) % 16 == 0) {
-        const uint4 q0 = reinterpret_cast<const uint4 *>(src)[0], q1 = reinterpret_cast<const uint4 *>(src)[1];
-        v[0] = q0.x, v[1] = q0.y, v[2] = q0.z, v[3] = q0.w, v[4] = q1.x, v[5] = q1.y, v[6] = q1.z, v[7] = q1.w;
-        return;
-    }
-#pragma unroll
-    for (int i = 0; i < 8; i++)
-        v[i] = src[i * x.s2];
-}
-
 // Q or K: x [tokens][H][D] (fp32 or bf16, any strides) to bf16 [H][rows][D],
 // quantized in row blocks of 32 along D and widened. 8 elements (16 bytes
 // out) a thread, four threads a block, consecutive threads on consecutive
