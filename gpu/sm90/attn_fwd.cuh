@@ -218,9 +218,7 @@ __global__ void __launch_bounds__(256) pack_rows(nd3 x, int preset, const seq_in
 // without its -8.
 __device__ __forceinline__ float v_scale_float(uint32_t code)
 {
-    return code == 0xFFu ? __uint_as_float(NAN_BITS)
-           : code >= 9u  ? __uint_as_float((code - 8u) << 23)
-                         : __uint_as_float(1u << (code + 14u));
+    return __fmul_rn(scale_float(code), 0x1p-8f); // a power of two times one: exact; NaN stays the canonical one
 }
 
 // V: x [tokens][H][D] quantized in col blocks of 32 keys (a sequence's keys
@@ -797,69 +795,42 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
             auto v_scales = [&](int j2) {
                 return j2 == 0 ? first : *reinterpret_cast<const float4 *>(&st.vs[kb][16 * (c * NV / 16 + j2) + 4 * t]);
             };
+            // f(o, p, hh, sv) for every element of the partial: its O
+            // element, its value, its row (0, 1) and its column's V scale
+            auto each = [&](auto &&f) {
+#pragma unroll
+                for (int j2 = 0; j2 < NV / 16; j2++) {
+                    const float4 vq = v_scales(j2);
+                    const float vsc[4] = {vq.x, vq.y, vq.z, vq.w};
+#pragma unroll
+                    for (int hj = 0; hj < 2; hj++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            const int i = 4 * (2 * j2 + hj) + e;
+                            f(o[c * NV / 2 + i], p[i], e / 2, vsc[2 * hj + e % 2]);
+                        }
+                }
+            };
             if constexpr (!P_DYNAMIC) {
                 // P's scale is 1: one fma with V's scale, exact for every
                 // scale; a row that skips the block keeps its O (the same
                 // code for every tile: one predicated fma an element). At
                 // D = 256 the blocks every row uses take an unpredicated
                 // copy: with the predicated one alone, ptxas spilled.
-                if (D == 256 && use[0] && use[1]) {
-#pragma unroll
-                    for (int j2 = 0; j2 < NV / 16; j2++) {
-                        const float4 vq = v_scales(j2);
-                        const float vsc[4] = {vq.x, vq.y, vq.z, vq.w};
-#pragma unroll
-                        for (int hj = 0; hj < 2; hj++)
-#pragma unroll
-                            for (int e = 0; e < 4; e++) {
-                                const int i = 4 * (2 * j2 + hj) + e, I = c * NV / 2 + i;
-                                o[I] = __fmaf_rn(p[i], vsc[2 * hj + e % 2], o[I]);
-                            }
-                    }
-                    return;
-                }
-#pragma unroll
-                for (int j2 = 0; j2 < NV / 16; j2++) {
-                    const float4 vq = v_scales(j2);
-                    const float vsc[4] = {vq.x, vq.y, vq.z, vq.w};
-#pragma unroll
-                    for (int hj = 0; hj < 2; hj++)
-#pragma unroll
-                        for (int e = 0; e < 4; e++) {
-                            const int i = 4 * (2 * j2 + hj) + e, I = c * NV / 2 + i;
-                            if (use[e / 2])
-                                o[I] = __fmaf_rn(p[i], vsc[2 * hj + e % 2], o[I]);
-                        }
-                }
-                return;
-            }
-            if (fast_pv && use[0] && use[1]) {
-#pragma unroll
-                for (int j2 = 0; j2 < NV / 16; j2++) {
-                    const float4 vq = v_scales(j2);
-                    const float vsc[4] = {vq.x, vq.y, vq.z, vq.w};
-#pragma unroll
-                    for (int hj = 0; hj < 2; hj++)
-#pragma unroll
-                        for (int e = 0; e < 4; e++) {
-                            const int i = 4 * (2 * j2 + hj) + e, I = c * NV / 2 + i;
-                            o[I] = promote_fast(p[i], pscale[kb][e / 2], vsc[2 * hj + e % 2], o[I]);
-                        }
-                }
-                return;
-            }
-#pragma unroll
-            for (int j2 = 0; j2 < NV / 16; j2++) {
-                const float4 vq = v_scales(j2);
-                const float vsc[4] = {vq.x, vq.y, vq.z, vq.w};
-#pragma unroll
-                for (int hj = 0; hj < 2; hj++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const int hh = e / 2, i = 4 * (2 * j2 + hj) + e, I = c * NV / 2 + i;
+                if (D == 256 && use[0] && use[1])
+                    each([](float &oi, float pi, int, float sv) { oi = __fmaf_rn(pi, sv, oi); });
+                else
+                    each([&](float &oi, float pi, int hh, float sv) {
                         if (use[hh])
-                            o[I] = promote_exact(p[i], pscale[kb][hh], vsc[2 * hj + e % 2], o[I]);
-                    }
+                            oi = __fmaf_rn(pi, sv, oi);
+                    });
+            } else if (fast_pv && use[0] && use[1]) {
+                each([&](float &oi, float pi, int hh, float sv) { oi = promote_fast(pi, pscale[kb][hh], sv, oi); });
+            } else {
+                each([&](float &oi, float pi, int hh, float sv) {
+                    if (use[hh])
+                        oi = promote_exact(pi, pscale[kb][hh], sv, oi);
+                });
             }
         };
         constexpr int NPV = (BN / 32) * PVH;

@@ -248,7 +248,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     // (the flags are read only where one is set: the careful launch's
     // CTAs then return at once, where they took 36 us at 4,16,4096,128
     // reading them)
-    for (int j = 0; j < nkt && *p.any_bad; j++)
+    const bool any_bad = *p.any_bad != 0;
+    for (int j = 0; j < nkt && any_bad; j++)
         for (int b = 0; b < BN / 32 && !whole(j); b++)
             careful |= bad[(j * BN) / 32 + b] != 0;
     if (careful != CAREFUL)
