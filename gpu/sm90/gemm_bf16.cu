@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             for (int ks = 0; ks < nks; ks++) {
                 const int s = ks % STAGES;
                 if (ks >= STAGES)
-                    bar_wait(&sh.empty[s], ((ks / STAGES) - 1) & 1);
+                    bar_wait_idle(&sh.empty[s], ((ks / STAGES) - 1) & 1);
                 bar_expect(&sh.full[s], sizeof(stage));
                 tma_load(sh.st[s].a, &map_a, ks * BK, (int)m0, &sh.full[s]);
                 tma_load(sh.st[s].b, &map_b, ks * BK, (int)n0, &sh.full[s]);

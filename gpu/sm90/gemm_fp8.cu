@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         if (threadIdx.x == 0)
             for (int ks = 0, s = 0, phase = 0; ks < nks; ks++) {
                 if (ks >= STAGES)
-                    bar_wait(&sh.empty[s], phase ^ 1);
+                    bar_wait_idle(&sh.empty[s], phase ^ 1);
                 bar_expect(&sh.full[s], sizeof(stage)); // the bytes of its four copies
                 tma_load(sh.st[s].a, &map_a, ks * BK, (int)m0, &sh.full[s]);
                 tma_load(sh.st[s].b, &map_b, ks * BK, (int)n0, &sh.full[s]);
