@@ -218,7 +218,7 @@ __global__ void __launch_bounds__(256) pack_rows(nd3 x, int preset, const seq_in
 // without its -8.
 __device__ __forceinline__ float v_scale_float(uint32_t code)
 {
-    return __fmul_rn(scale_float(code), 0x1p-8f); // a power of two times one: exact; NaN stays the canonical one
+    return __fmul_rn(scale_float(code), 0x1p-8f); // exact (2^-135 at least); the NaN stays the canonical one
 }
 
 // V: x [tokens][H][D] quantized in col blocks of 32 keys (a sequence's keys
