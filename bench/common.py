@@ -15,7 +15,7 @@ import argparse
 import statistics
 import time
 
-# The attention shapes of `mxfa bench --backend cuda` (tools/bench_attn_device.c),
+# The attention shapes of `mxfa bench --backend cuda` (tools/bench_shapes.c),
 # as B,H,S,D with ",c" for the causal mask.
 DEVICE_SHAPES = ("4,16,4096,128", "4,16,4096,128,c", "1,16,16384,128", "8,16,2048,64", "2,16,8192,256")
 

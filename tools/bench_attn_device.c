@@ -2,7 +2,8 @@
 /*
  * mxfa bench on a backend with device memory: attention forward and
  * backward at the shapes of the H200 baselines (the scripts of bench/, run
- * on the same machine for the ratios), on bf16 Q, K and V drawn from a
+ * on the same machine for the ratios; tools/bench_shapes.c, narrowed by
+ * --dims, --seqlen, --heads and --no-causal), on bf16 Q, K and V drawn from a
  * standard normal in device memory, under each model the GPU's kernels
  * compute (sm90-bf16 and sm90-fp8 on Hopper, sm100 on Blackwell; --models
  * picks) with const P. The
@@ -18,18 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_shapes.h"
 #include "cli.h"
 #include "mxfa.h"
-
-typedef struct attn_shape {
-    int64_t b, h, s, d;
-    mxfa_causal causal;
-} attn_shape;
-
-static const attn_shape shapes[] = {
-    {4, 16, 4096, 128, MXFA_CAUSAL_NONE}, {4, 16, 4096, 128, MXFA_CAUSAL},    {4, 16, 4096, 128, MXFA_CAUSAL_PLAIN},
-    {1, 16, 16384, 128, MXFA_CAUSAL_NONE}, {8, 16, 2048, 64, MXFA_CAUSAL_NONE}, {2, 16, 8192, 256, MXFA_CAUSAL_NONE},
-};
 
 typedef struct attn_bench {
     mxfa_ctx *ctx;
@@ -101,8 +93,10 @@ static mxfa_status run_one(void *arg)
     return run((attn_bench *)arg);
 }
 
-/* The table of one pass under one model, a row a shape. */
-static int bench_pass(const char *cmd, mxfa_ctx *ctx, int reps, mxfa_model model, int backward)
+/* The table of one pass under one model, a row for each shape picked[0 ..
+ * npicked - 1] of bench_shapes. */
+static int bench_pass(const char *cmd, mxfa_ctx *ctx, int reps, mxfa_model model, int backward, const int *picked,
+                      int npicked)
 {
     if (backward)
         printf("\nattention backward, %s, const P, bf16 in and out, device memory "
@@ -114,8 +108,8 @@ static int bench_pass(const char *cmd, mxfa_ctx *ctx, int reps, mxfa_model model
     printf("%-26s %10s %10s %14s %12s %18s\n", "shape B,H,S,D", "ms", "TFLOP/s", "quantize ms", "of the call",
            "TFLOP/s without it");
     int rc = 0;
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0] && !rc; i++) {
-        const attn_shape *s = &shapes[i];
+    for (int i = 0; i < npicked && !rc; i++) {
+        const attn_shape *s = &bench_shapes[picked[i]];
         const int64_t tokens = s->b * s->s, n = tokens * s->h * s->d;
         attn_bench a;
         memset(&a, 0, sizeof a);
@@ -185,8 +179,23 @@ static int bench_pass(const char *cmd, mxfa_ctx *ctx, int reps, mxfa_model model
     return rc;
 }
 
-int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps, const int *models, int nmodels, int backward)
+int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps, const int *models, int nmodels, int backward,
+                      const int *dims, int ndims, int causal, int64_t seqlen, int64_t heads)
 {
+    int picked[BENCH_SHAPES];
+    const int npicked = bench_shapes_pick(dims, ndims, causal, seqlen, heads, picked);
+    if (npicked == 0) {
+        char list[256] = "";
+        for (int i = 0; i < BENCH_SHAPES; i++) {
+            const attn_shape *s = &bench_shapes[i];
+            const size_t at = strlen(list);
+            snprintf(list + at, sizeof list - at, "%s%lld,%lld,%lld,%lld%s", i ? " " : "", (long long)s->b,
+                     (long long)s->h, (long long)s->s, (long long)s->d,
+                     s->causal == MXFA_CAUSAL ? ",c" : s->causal == MXFA_CAUSAL_PLAIN ? ",cp" : "");
+        }
+        return cli_error(cmd, "no attention shape of the device bench matches --dims, --seqlen, --heads and "
+                              "--no-causal (its shapes B,H,S,D, those of the H200 baselines: %s)", list);
+    }
     /* by default the models this GPU's kernels compute: sm100 on Blackwell,
      * sm90-bf16 and sm90-fp8 on Hopper */
     int arch = 0;
@@ -199,6 +208,6 @@ int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps, const int *model
     int rc = 0;
     for (int pass = 0; pass < (backward ? 2 : 1) && !rc; pass++)
         for (int m = 0; m < nmodels && !rc; m++)
-            rc = bench_pass(cmd, ctx, reps, (mxfa_model)models[m], pass);
+            rc = bench_pass(cmd, ctx, reps, (mxfa_model)models[m], pass, picked, npicked);
     return rc;
 }

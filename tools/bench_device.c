@@ -202,7 +202,7 @@ static mxfa_status run_one(void *arg)
     return run((dev_bench *)arg);
 }
 
-int bench_device(const char *cmd, mxfa_ctx *ctx, int reps)
+int bench_device(const char *cmd, mxfa_ctx *ctx, int reps, int gemm)
 {
     const size_t n = (size_t)ROWS * COLS;
     int64_t wr, wc;
@@ -238,7 +238,8 @@ int bench_device(const char *cmd, mxfa_ctx *ctx, int reps)
     for (int op = 0; op < NOPS && !rc; op++) {
         b.op = op;
         secs[op] = 0;
-        if (op == OP_GEMM_BF16 && b.blackwell) /* Blackwell's product is sm100's, timed as OP_GEMM */
+        if ((op == OP_GEMM_BF16 && b.blackwell) /* Blackwell's product is sm100's, timed as OP_GEMM */ ||
+            (op >= OP_GEMM && !gemm))
             continue;
         if ((secs[op] = cli_time_enqueued(ctx, run_one, &b, reps < 5 ? 20 : reps * 4)) < 0)
             rc = cli_error(cmd, "%s: %s", op_name[op], mxfa_last_error(ctx));

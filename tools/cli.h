@@ -71,11 +71,15 @@ int cmd_bench(int argc, char **argv);
 int cmd_study(int argc, char **argv);
 int cmd_selftest(int argc, char **argv);
 
-/* mxfa bench on a backend with device memory (tools/bench_device.c). */
-int bench_device(const char *cmd, mxfa_ctx *ctx, int reps);
+/* mxfa bench on a backend with device memory (tools/bench_device.c); gemm:
+ * with the block-scaled products. */
+int bench_device(const char *cmd, mxfa_ctx *ctx, int reps, int gemm);
 /* Its attention at the baselines' shapes (tools/bench_attn_device.c), under
  * models[0 .. nmodels - 1] (none: those the GPU's kernels compute), forward
- * and, with backward, backward. */
-int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps, const int *models, int nmodels, int backward);
+ * and, with backward, backward; the shapes with a head dim in dims, causal
+ * ones only with causal, and with S = seqlen and H = heads where those are
+ * not 0 (an error where none is left). */
+int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps, const int *models, int nmodels, int backward,
+                      const int *dims, int ndims, int causal, int64_t seqlen, int64_t heads);
 
 #endif

@@ -32,10 +32,12 @@ static const char bench_help[] =
     "of --reps runs, and the peak resident memory of each operation. With --backend\n"
     "cuda: quantization, dequantization and the swizzled layout of a 16384 x 8192\n"
     "matrix in device memory, in GB/s against a device-to-device copy measured in the\n"
-    "same run, the block-scaled products at 8192^3, and attention forward and backward\n"
-    "at the shapes of the H200 baselines, whatever the options of sizes, under the\n"
-    "models the GPU's kernels compute (Hopper: sm90-bf16 and sm90-fp8; Blackwell:\n"
-    "sm100) or those --models names; --no-backward skips the backward pass.\n"
+    "same run, the block-scaled products at 8192^3 (unless --gemm 0), and attention\n"
+    "forward and backward at the shapes of the H200 baselines (B,H,S,D 4,16,4096,128\n"
+    "with no mask and both causal masks, 1,16,16384,128, 8,16,2048,64, 2,16,8192,256),\n"
+    "those that --dims, --no-causal and, where given, --seqlen and --heads leave,\n"
+    "under the models the GPU's kernels compute (Hopper: sm90-bf16 and sm90-fp8;\n"
+    "Blackwell: sm100) or those --models names; --no-backward skips the backward pass.\n"
     "  --backend auto|ref|cpu|cuda   (default auto)\n"
     "  --heads H                     (default 4)\n"
     "  --seqlen S                    (default 2048)\n"
@@ -412,6 +414,7 @@ int cmd_bench(int argc, char **argv)
     const char *cmd = "bench", *backend = "auto";
     long heads = 4, seqlen = 2048, gemm_n = 1024, reps = 3;
     int dims[3] = {64, 128, 256}, ndims = 3, models[4] = {0, 1, 2, 3}, nmodels = 4, backward = 1, causal = 1, ch;
+    int heads_given = 0, seqlen_given = 0;
     int models_given = 0;
     optind = 1;
     opterr = 0;
@@ -421,10 +424,12 @@ int cmd_bench(int argc, char **argv)
         case OPT_HEADS:
             if (!parse_count(optarg, 1, 1024, &heads))
                 return cli_usage(cmd, "--heads: expected a count from 1 to 1024, got '%s'", optarg);
+            heads_given = 1;
             break;
         case OPT_SEQLEN:
             if (!parse_count(optarg, 1, 1 << 20, &seqlen))
                 return cli_usage(cmd, "--seqlen: expected a length from 1 to 1048576, got '%s'", optarg);
+            seqlen_given = 1;
             break;
         case OPT_GEMM:
             if (!parse_count(optarg, 0, 16384, &gemm_n))
@@ -459,9 +464,10 @@ int cmd_bench(int argc, char **argv)
     if (rc)
         return rc;
     if (strcmp(mxfa_backend_name(ctx), "cuda") == 0) { /* device memory: tools/bench_device.c */
-        rc = bench_device(cmd, ctx, (int)reps);
+        rc = bench_device(cmd, ctx, (int)reps, gemm_n > 0);
         if (!rc)
-            rc = bench_attn_device(cmd, ctx, (int)reps, models, models_given ? nmodels : 0, backward);
+            rc = bench_attn_device(cmd, ctx, (int)reps, models, models_given ? nmodels : 0, backward, dims, ndims,
+                                   causal, seqlen_given ? seqlen : 0, heads_given ? heads : 0);
         mxfa_close(ctx);
         return rc;
     }

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "bench_shapes.h"
+
+const attn_shape bench_shapes[BENCH_SHAPES] = {
+    {4, 16, 4096, 128, MXFA_CAUSAL_NONE}, {4, 16, 4096, 128, MXFA_CAUSAL},    {4, 16, 4096, 128, MXFA_CAUSAL_PLAIN},
+    {1, 16, 16384, 128, MXFA_CAUSAL_NONE}, {8, 16, 2048, 64, MXFA_CAUSAL_NONE}, {2, 16, 8192, 256, MXFA_CAUSAL_NONE},
+};
+
+int bench_shapes_pick(const int *dims, int ndims, int causal, int64_t seqlen, int64_t heads,
+                      int picked[BENCH_SHAPES])
+{
+    int n = 0;
+    for (int i = 0; i < BENCH_SHAPES; i++) {
+        const attn_shape *s = &bench_shapes[i];
+        int dim = 0;
+        for (int j = 0; j < ndims; j++)
+            dim |= dims[j] == s->d;
+        if (dim && (causal || s->causal == MXFA_CAUSAL_NONE) && (!seqlen || s->s == seqlen) && (!heads || s->h == heads))
+            picked[n++] = i;
+    }
+    return n;
+}

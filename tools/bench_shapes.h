@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The attention shapes of `mxfa bench` on a device: those of the H200
+ * baseline scripts (bench/torch_sdpa_gpu.py), so that each rate has its
+ * cuDNN and flash counterpart, narrowed by the command's options.
+ */
+#ifndef MXFA_TOOLS_BENCH_SHAPES_H
+#define MXFA_TOOLS_BENCH_SHAPES_H
+
+#include <stdint.h>
+
+#include "mxfa.h"
+
+typedef struct attn_shape {
+    int64_t b, h, s, d;
+    mxfa_causal causal;
+} attn_shape;
+
+#define BENCH_SHAPES 6
+extern const attn_shape bench_shapes[BENCH_SHAPES];
+
+/* The shapes whose head dim is one of dims[0 .. ndims - 1], with no mask
+ * unless causal, with S = seqlen and H = heads where those are not 0, into
+ * picked[] as indices into bench_shapes, in its order; returns how many. */
+int bench_shapes_pick(const int *dims, int ndims, int causal, int64_t seqlen, int64_t heads,
+                      int picked[BENCH_SHAPES]);
+
+#endif
