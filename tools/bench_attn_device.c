@@ -179,23 +179,28 @@ static int bench_pass(const char *cmd, mxfa_ctx *ctx, int reps, mxfa_model model
     return rc;
 }
 
-int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps, const int *models, int nmodels, int backward,
-                      const int *dims, int ndims, int causal, int64_t seqlen, int64_t heads)
+int bench_attn_device_shapes(const char *cmd, const int *dims, int ndims, int causal, int64_t seqlen, int64_t heads,
+                             int picked[BENCH_SHAPES])
 {
-    int picked[BENCH_SHAPES];
     const int npicked = bench_shapes_pick(dims, ndims, causal, seqlen, heads, picked);
-    if (npicked == 0) {
-        char list[256] = "";
-        for (int i = 0; i < BENCH_SHAPES; i++) {
-            const attn_shape *s = &bench_shapes[i];
-            const size_t at = strlen(list);
-            snprintf(list + at, sizeof list - at, "%s%lld,%lld,%lld,%lld%s", i ? " " : "", (long long)s->b,
-                     (long long)s->h, (long long)s->s, (long long)s->d,
-                     s->causal == MXFA_CAUSAL ? ",c" : s->causal == MXFA_CAUSAL_PLAIN ? ",cp" : "");
-        }
-        return cli_error(cmd, "no attention shape of the device bench matches --dims, --seqlen, --heads and "
-                              "--no-causal (its shapes B,H,S,D, those of the H200 baselines: %s)", list);
+    if (npicked > 0)
+        return npicked;
+    char list[256] = "";
+    for (int i = 0; i < BENCH_SHAPES; i++) {
+        const attn_shape *s = &bench_shapes[i];
+        const size_t at = strlen(list);
+        snprintf(list + at, sizeof list - at, "%s%lld,%lld,%lld,%lld%s", i ? " " : "", (long long)s->b,
+                 (long long)s->h, (long long)s->s, (long long)s->d,
+                 s->causal == MXFA_CAUSAL ? ",c" : s->causal == MXFA_CAUSAL_PLAIN ? ",cp" : "");
     }
+    cli_error(cmd, "no attention shape of the device bench matches --dims, --seqlen, --heads and --no-causal (its "
+                   "shapes B,H,S,D, those of the H200 baselines: %s)", list);
+    return -1;
+}
+
+int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps, const int *models, int nmodels, int backward,
+                      const int *picked, int npicked)
+{
     /* by default the models this GPU's kernels compute: sm100 on Blackwell,
      * sm90-bf16 and sm90-fp8 on Hopper */
     int arch = 0;

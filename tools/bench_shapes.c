@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* The device bench's attention shapes (bench_shapes.h). */
 #include "bench_shapes.h"
 
 const attn_shape bench_shapes[BENCH_SHAPES] = {
@@ -15,7 +16,8 @@ int bench_shapes_pick(const int *dims, int ndims, int causal, int64_t seqlen, in
         int dim = 0;
         for (int j = 0; j < ndims; j++)
             dim |= dims[j] == s->d;
-        if (dim && (causal || s->causal == MXFA_CAUSAL_NONE) && (!seqlen || s->s == seqlen) && (!heads || s->h == heads))
+        const int mask = causal || s->causal == MXFA_CAUSAL_NONE;
+        if (dim && mask && (!seqlen || s->s == seqlen) && (!heads || s->h == heads))
             picked[n++] = i;
     }
     return n;

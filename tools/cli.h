@@ -3,6 +3,7 @@
 #ifndef MXFA_CLI_H
 #define MXFA_CLI_H
 
+#include "bench_shapes.h"
 #include "mxfa.h"
 #include "npy.h"
 
@@ -74,12 +75,14 @@ int cmd_selftest(int argc, char **argv);
 /* mxfa bench on a backend with device memory (tools/bench_device.c); gemm:
  * with the block-scaled products. */
 int bench_device(const char *cmd, mxfa_ctx *ctx, int reps, int gemm);
-/* Its attention at the baselines' shapes (tools/bench_attn_device.c), under
+/* The baselines' attention shapes that the options leave (tools/bench_shapes.h)
+ * into picked[]: how many, or -1 with a message where none is left. */
+int bench_attn_device_shapes(const char *cmd, const int *dims, int ndims, int causal, int64_t seqlen, int64_t heads,
+                             int picked[BENCH_SHAPES]);
+/* Its attention at those shapes (tools/bench_attn_device.c), under
  * models[0 .. nmodels - 1] (none: those the GPU's kernels compute), forward
- * and, with backward, backward; the shapes with a head dim in dims, causal
- * ones only with causal, and with S = seqlen and H = heads where those are
- * not 0 (an error where none is left). */
+ * and, with backward, backward. */
 int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps, const int *models, int nmodels, int backward,
-                      const int *dims, int ndims, int causal, int64_t seqlen, int64_t heads);
+                      const int *picked, int npicked);
 
 #endif

@@ -464,10 +464,12 @@ int cmd_bench(int argc, char **argv)
     if (rc)
         return rc;
     if (strcmp(mxfa_backend_name(ctx), "cuda") == 0) { /* device memory: tools/bench_device.c */
-        rc = bench_device(cmd, ctx, (int)reps, gemm_n > 0);
+        int picked[BENCH_SHAPES]; /* the attention shapes, checked before anything runs */
+        const int npicked = bench_attn_device_shapes(cmd, dims, ndims, causal, seqlen_given ? seqlen : 0,
+                                                     heads_given ? heads : 0, picked);
+        rc = npicked < 0 ? EXIT_FAILURE : bench_device(cmd, ctx, (int)reps, gemm_n > 0);
         if (!rc)
-            rc = bench_attn_device(cmd, ctx, (int)reps, models, models_given ? nmodels : 0, backward, dims, ndims,
-                                   causal, seqlen_given ? seqlen : 0, heads_given ? heads : 0);
+            rc = bench_attn_device(cmd, ctx, (int)reps, models, models_given ? nmodels : 0, backward, picked, npicked);
         mxfa_close(ctx);
         return rc;
     }
