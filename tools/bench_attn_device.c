@@ -142,9 +142,7 @@ static int bench_pass(const char *cmd, mxfa_ctx *ctx, int reps, mxfa_model model
             }
         }
         char name[64];
-        snprintf(name, sizeof name, "%lld,%lld,%lld,%lld%s", (long long)s->b, (long long)s->h, (long long)s->s,
-                 (long long)s->d,
-                 s->causal == MXFA_CAUSAL ? ",c" : s->causal == MXFA_CAUSAL_PLAIN ? ",cp" : "");
+        bench_shape_name(s, name, sizeof name);
         if (!rc && backward && run(&a) != MXFA_OK) /* O and LSE */
             printf("%-26s forward: %s\n", name, mxfa_last_error(ctx));
         else if (!rc) {
@@ -185,13 +183,11 @@ int bench_attn_device_shapes(const char *cmd, const int *dims, int ndims, int ca
     const int npicked = bench_shapes_pick(dims, ndims, causal, seqlen, heads, picked);
     if (npicked > 0)
         return npicked;
-    char list[256] = "";
+    char list[256] = "", name[64];
     for (int i = 0; i < BENCH_SHAPES; i++) {
-        const attn_shape *s = &bench_shapes[i];
+        bench_shape_name(&bench_shapes[i], name, sizeof name);
         const size_t at = strlen(list);
-        snprintf(list + at, sizeof list - at, "%s%lld,%lld,%lld,%lld%s", i ? " " : "", (long long)s->b,
-                 (long long)s->h, (long long)s->s, (long long)s->d,
-                 s->causal == MXFA_CAUSAL ? ",c" : s->causal == MXFA_CAUSAL_PLAIN ? ",cp" : "");
+        snprintf(list + at, sizeof list - at, "%s%s", i ? " " : "", name);
     }
     cli_error(cmd, "no attention shape of the device bench matches --dims, --seqlen, --heads and --no-causal (its "
                    "shapes B,H,S,D, those of the H200 baselines: %s)", list);

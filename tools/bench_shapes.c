@@ -2,6 +2,8 @@
 /* The device bench's attention shapes (bench_shapes.h). */
 #include "bench_shapes.h"
 
+#include <stdio.h>
+
 const attn_shape bench_shapes[BENCH_SHAPES] = {
     {4, 16, 4096, 128, MXFA_CAUSAL_NONE}, {4, 16, 4096, 128, MXFA_CAUSAL},    {4, 16, 4096, 128, MXFA_CAUSAL_PLAIN},
     {1, 16, 16384, 128, MXFA_CAUSAL_NONE}, {8, 16, 2048, 64, MXFA_CAUSAL_NONE}, {2, 16, 8192, 256, MXFA_CAUSAL_NONE},
@@ -21,4 +23,10 @@ int bench_shapes_pick(const int *dims, int ndims, int causal, int64_t seqlen, in
             picked[n++] = i;
     }
     return n;
+}
+
+void bench_shape_name(const attn_shape *s, char *out, size_t len)
+{
+    snprintf(out, len, "%lld,%lld,%lld,%lld%s", (long long)s->b, (long long)s->h, (long long)s->s, (long long)s->d,
+             s->causal == MXFA_CAUSAL ? ",c" : s->causal == MXFA_CAUSAL_PLAIN ? ",cp" : "");
 }

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The attention shapes of `mxfa bench` on a device: those of the H200
- * baseline scripts (bench/torch_sdpa_gpu.py), so that each rate has its
+ * baseline scripts (bench/common.py's DEVICE_SHAPES), so that each rate has its
  * cuDNN and flash counterpart, narrowed by the command's options.
  */
 #ifndef MXFA_TOOLS_BENCH_SHAPES_H
 #define MXFA_TOOLS_BENCH_SHAPES_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "mxfa.h"
@@ -24,5 +25,9 @@ extern const attn_shape bench_shapes[BENCH_SHAPES];
  * picked[] as indices into bench_shapes, in its order; returns how many. */
 int bench_shapes_pick(const int *dims, int ndims, int causal, int64_t seqlen, int64_t heads,
                       int picked[BENCH_SHAPES]);
+
+/* The shape as a table row names it: "B,H,S,D", then ",c" for the leak-free
+ * causal mask and ",cp" for the plain one. */
+void bench_shape_name(const attn_shape *s, char *out, size_t len);
 
 #endif
