@@ -376,9 +376,10 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
     attn_shared<D, LEAK> &sh = aligned_shared<attn_shared<D, LEAK>>(raw);
     // Q and K rows of D bytes in D-byte swizzle
     auto desc_qk = [](const uint8_t *ptr) { return PW<D> == 128 ? desc_sw128(ptr) : desc_sw64(ptr); };
-    // block db of D of row r of a Q or K tile of `rows` rows in panels
-    auto qk_at = [](const uint8_t *tile, int rows, int r, int db) {
-        return tile + (db * 32 / PW<D>) * rows * PW<D> + r * PW<D> + db * 32 % PW<D>;
+    // block db of D of row r of a Q or K tile of `rows` rows in panels: its
+    // byte offset in the tile
+    auto qk_off = [](int rows, int r, int db) {
+        return (uint64_t)((db * 32 / PW<D>) * rows * PW<D> + r * PW<D> + db * 32 % PW<D>);
     };
     constexpr int NCONS = CONSUMERS<D, LEAK>;
     // with one consumer warpgroup, CTAs 2i and 2i + 1 take rows 0..63 and
@@ -493,13 +494,17 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
         constexpr int NW = D == 256 ? 32 : 64, KP = D == 256 ? 64 : BN, NC = KP / NW, NPS = DB * NC;
         float x[64], pa[NW / 2], pb[NW / 2];
         // product j of pass kp: block j / NC of D, keys kp KP + (j % NC) NW ..
+        // (the descriptors of the tiles' first bytes, each product's made
+        // from them by one addition: opaque, after hopper.cuh)
+        const uint64_t q_desc = opaque(desc_qk(sh.q)) + (qk_off(BM, wg * 64, 0) >> 4), k_desc = opaque(desc_qk(st.k));
         auto issue_s = [&](float(&p)[NW / 2], int kp, int j) {
             const int db = j / NC, k0 = kp * KP + (j % NC) * NW;
+            const uint64_t a = q_desc + (qk_off(BM, 0, db) >> 4), b = k_desc + (qk_off(BN, k0, db) >> 4);
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
             if constexpr (NW == 64)
-                wgmma_k32_n64(p, desc_qk(qk_at(sh.q, BM, wg * 64, db)), desc_qk(qk_at(st.k, BN, k0, db)));
+                wgmma_k32_n64(p, a, b);
             else
-                wgmma_k32_n32(p, desc_qk(qk_at(sh.q, BM, wg * 64, db)), desc_qk(qk_at(st.k, BN, k0, db)));
+                wgmma_k32_n32(p, a, b);
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         };
         // the scales that promotion j of a pass starts with: its two rows'
@@ -769,8 +774,9 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
         }
         // product j: block j / PVH of keys, columns NV (j % PVH) .. of V
         // (V^T rows 1024-byte atoms apart)
+        const uint64_t vt_desc = opaque(desc_sw128(st.vt));
         auto issue_pv = [&](float(&p)[NV / 2], int j) {
-            const uint64_t b = desc_sw128(st.vt + (j % PVH) * NV * BN + (j / PVH) * 32);
+            const uint64_t b = vt_desc + (uint64_t)(((j % PVH) * NV * BN + (j / PVH) * 32) >> 4);
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
             if constexpr (NV == 64)
                 wgmma_k32_rs_n64(p, af[j / PVH], b);
@@ -778,23 +784,34 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
                 wgmma_k32_rs_n32(p, af[j / PVH], b);
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         };
-        // the first four columns' V scales of product j, loaded before its
-        // wait as S's are
-        auto pv_first = [&](int j) {
-            return *reinterpret_cast<const float4 *>(&st.vs[j / PVH][16 * ((j % PVH) * NV / 16) + 4 * t]);
+        // V's scales of product j's columns, four a load (columns 4 j2 +
+        // 4 t .. of its NV: element 2 hj + e % 2 is the column of element
+        // 4 (2 j2 + hj) + e of the partial). Loaded one product ahead, as the
+        // promotion before starts, so that their latency passes under its
+        // arithmetic (loaded in the promotion that uses them, 40
+        // instructions ahead of their use, they were still the largest
+        // stall in P V in a profile on the H200); not at D = 256, whose
+        // registers are spent.
+        struct pv_scales {
+            float4 v[NV / 16];
+        };
+        auto v_scale4 = [&](int j, int j2) {
+            return *reinterpret_cast<const float4 *>(&st.vs[j / PVH][16 * ((j % PVH) * NV / 16 + j2) + 4 * t]);
+        };
+        auto pv_ahead = [&](int j) {
+            pv_scales r;
+#pragma unroll
+            for (int j2 = 0; j2 < NV / 16; j2++)
+                r.v[j2] = v_scale4(j, j2);
+            return r;
         };
         // partial element i is element (j % PVH) NV / 2 + i of O
-        auto promote_pv = [&](float(&p)[NV / 2], int j, float4 pre) {
-            const float4 first = PREFETCH ? pre : pv_first(j);
+        auto promote_pv = [&](float(&p)[NV / 2], int j, const pv_scales &pre) {
             const int kb = j / PVH, c = j % PVH;
             const int kb0 = c0 + 32 * kb;
             const bool use[2] = {vis[0] && kb0 <= lim[0], vis[1] && kb0 <= lim[1]};
             fence_regs(p);
-            // V's scales of columns 4 j2 + 4 t .. (element 2 hj + e % 2 the
-            // column of element 4 (2 j2 + hj) + e of the partial)
-            auto v_scales = [&](int j2) {
-                return j2 == 0 ? first : *reinterpret_cast<const float4 *>(&st.vs[kb][16 * (c * NV / 16 + j2) + 4 * t]);
-            };
+            auto v_scales = [&](int j2) { return PREFETCH ? pre.v[j2] : v_scale4(j, j2); };
             // f(o, p, hh, sv) for every element of the partial: its O
             // element, its value, its row (0, 1) and its column's V scale
             auto each = [&](auto &&f) {
@@ -837,22 +854,24 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
         auto pv_pipeline = [&] {
             issue_pv(va, 0);
             issue_pv(vb, 1);
+            pv_scales cur = PREFETCH ? pv_ahead(0) : pv_scales{};
 #pragma unroll
             for (int j = 0; j < NPV; j++) {
-                const float4 first = PREFETCH ? pv_first(j) : float4{};
                 if (j + 1 < NPV)
                     asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
                 else
                     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+                const pv_scales next = PREFETCH && j + 1 < NPV ? pv_ahead(j + 1) : cur;
                 if (j % 2 == 0) {
-                    promote_pv(va, j, first);
+                    promote_pv(va, j, cur);
                     if (j + 2 < NPV)
                         issue_pv(va, j + 2);
                 } else {
-                    promote_pv(vb, j, first);
+                    promote_pv(vb, j, cur);
                     if (j + 2 < NPV)
                         issue_pv(vb, j + 2);
                 }
+                cur = next;
             }
         };
         if constexpr (!LEAK) {
@@ -869,9 +888,9 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
 #pragma unroll
                     for (int c = 0; c < PVH; c++) {
                         issue_pv(va, kb * PVH + c);
-                        const float4 first = PREFETCH ? pv_first(kb * PVH + c) : float4{};
+                        const pv_scales pre = PREFETCH ? pv_ahead(kb * PVH + c) : pv_scales{};
                         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-                        promote_pv(va, kb * PVH + c, first);
+                        promote_pv(va, kb * PVH + c, pre);
                     }
                     continue;
                 }

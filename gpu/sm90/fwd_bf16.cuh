@@ -93,15 +93,6 @@ struct fwd_params {
 
 #ifdef MXFA_SM90_CODE
 
-// A descriptor kept opaque to the compiler, so that the ones made from it
-// by adding offsets are made where they are used, not hoisted out of the
-// loop into registers that the softmax needs.
-__device__ __forceinline__ uint64_t opaque(uint64_t d)
-{
-    asm volatile("" : "+l"(d));
-    return d;
-}
-
 // S = Q K^T for a consumer's 64 rows: D / 16 steps, the first from zero.
 // Step kk reads 32 bytes into the rows of panel kk / 4 (2 in the
 // descriptors' address field, which counts 16 bytes).

@@ -31,6 +31,18 @@ __device__ __forceinline__ uint64_t desc_sw64(const void *p)
            (uint64_t)2 << 62;
 }
 
+// A descriptor kept opaque to the compiler, so that the ones made from it
+// by adding offsets are made where they are used, not hoisted out of the
+// loop into registers that the softmax needs. A descriptor's address field
+// counts 16 bytes, and a shared-memory address stays below 2^18 bytes, so
+// the descriptor of base + k is that of base plus k / 16 (k a multiple of
+// 16): one addition in place of the masks and shifts of desc_sw128.
+__device__ __forceinline__ uint64_t opaque(uint64_t d)
+{
+    asm volatile("" : "+l"(d));
+    return d;
+}
+
 // Registers the asynchronous wgmma writes: nothing that reads them may be
 // moved above the wait (the empty asm, after it, ties each one to it).
 template <int N> __device__ __forceinline__ void fence_regs(float (&d)[N])
