@@ -34,14 +34,16 @@ static void check_row(const char *name, int *found, int *measured)
     *measured += sscanf(line + strlen(name), "%lf %15s %lf", &rate, unit, &seconds) == 3 && rate > 0 && seconds > 0;
 }
 
-/* Every row the settings ask for, and no other: quantization, a product
- * per model (gemm_n > 0), attention per model, head dim, mask and pass. */
-static void expect_table(const char *what, const char *const *models, int nmodels, const int *dims, int ndims,
-                         int gemm_n, int causal, int backward)
+/* Every row the settings ask for, and no other: quantization (quantize),
+ * a product per model (gemm_n > 0), attention per model, head dim, mask and
+ * pass. */
+static void expect_table(const char *what, int quantize, const char *const *models, int nmodels, const int *dims,
+                         int ndims, int gemm_n, int causal, int backward)
 {
-    int want = 1, found = 0, measured = 0;
+    int want = quantize, found = 0, measured = 0;
     char name[96];
-    check_row("quantize 4096x4096 (GB/s of fp32 in)", &found, &measured);
+    if (quantize)
+        check_row("quantize 4096x4096 (GB/s of fp32 in)", &found, &measured);
     for (int m = 0; m < nmodels && gemm_n > 0; m++, want++) {
         snprintf(name, sizeof name, "gemm %d^3 %s", gemm_n, models[m]);
         check_row(name, &found, &measured);
@@ -70,7 +72,8 @@ int main(void)
     static const char *const all[] = {"ideal", "sm100", "sm90-fp8", "sm90-bf16"};
     static const char *const sm100[] = {"sm100"};
     static const char *const ideal[] = {"ideal"};
-    static const int dims_all[] = {64, 128, 256}, dims_64[] = {64};
+    static const char *const sm90bf16[] = {"sm90-bf16"};
+    static const int dims_all[] = {64, 128, 256}, dims_64[] = {64}, dims_128[] = {128};
 
     /* one head of 64 tokens: every model, head dim, mask and pass */
     const char *b1[] = {"bench", "--backend", "cpu", "--heads", "1", "--seqlen", "64", "--gemm", "64", "--reps", "1",
@@ -80,7 +83,7 @@ int main(void)
        "bench --heads 1 --seqlen 64 --gemm 64 --reps 1: exit 0 and the table's title (exit %d)", rc);
     if (rc)
         diag("stderr: %s", errtext);
-    expect_table("bench --heads 1 --seqlen 64", all, 4, dims_all, 3, 64, 1, 1);
+    expect_table("bench --heads 1 --seqlen 64", 1, all, 4, dims_all, 3, 64, 1, 1);
 
     /* the report's settings: a 1024^3 product beside attention of 2 x 512 x 64 */
     const char *b2[] = {"bench", "--backend", "cpu", "--heads", "2", "--seqlen", "512", "--dims", "64", "--models",
@@ -90,7 +93,7 @@ int main(void)
        "bench --backend cpu --heads 2 --seqlen 512 --dims 64 --models sm100 --reps 2: exit 0 (exit %d)", rc);
     if (rc)
         diag("stderr: %s", errtext);
-    expect_table("the report's settings", sm100, 1, dims_64, 1, 1024, 1, 1);
+    expect_table("the report's settings", 1, sm100, 1, dims_64, 1, 1024, 1, 1);
 
     /* the smallest settings there are, on the emulator */
     const char *b3[] = {"bench", "--backend", "ref", "--heads", "1", "--seqlen", "1", "--dims", "64", "--models",
@@ -100,7 +103,17 @@ int main(void)
        "bench --backend ref --heads 1 --seqlen 1 --gemm 1 --no-backward --no-causal: exit 0 (exit %d)", rc);
     if (rc)
         diag("stderr: %s", errtext);
-    expect_table("one token, a 1 x 1 x 1 product", ideal, 1, dims_64, 1, 1, 0, 0);
+    expect_table("one token, a 1 x 1 x 1 product", 1, ideal, 1, dims_64, 1, 1, 0, 0);
+
+    /* --no-quantize and --gemm 0: attention alone */
+    const char *b4[] = {"bench", "--backend", "cpu", "--heads", "1", "--seqlen", "32", "--dims", "128", "--models",
+                        "sm90-bf16", "--gemm", "0", "--reps", "1", "--no-quantize", NULL};
+    rc = run(b4, out, sizeof out);
+    ok(rc == 0 && strstr(out, "H=1 S=32, median of 1"),
+       "bench --backend cpu --seqlen 32 --dims 128 --models sm90-bf16 --gemm 0 --no-quantize: exit 0 (exit %d)", rc);
+    if (rc)
+        diag("stderr: %s", errtext);
+    expect_table("attention alone", 0, sm90bf16, 1, dims_128, 1, 0, 1, 1);
 
     cli_finish();
     return done_testing();

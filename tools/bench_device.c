@@ -202,7 +202,7 @@ static mxfa_status run_one(void *arg)
     return run((dev_bench *)arg);
 }
 
-int bench_device(const char *cmd, mxfa_ctx *ctx, int reps, int gemm)
+int bench_device(const char *cmd, mxfa_ctx *ctx, int reps, int quantize, int gemm)
 {
     const size_t n = (size_t)ROWS * COLS;
     int64_t wr, wc;
@@ -234,12 +234,17 @@ int bench_device(const char *cmd, mxfa_ctx *ctx, int reps, int gemm)
         if (mxfa_memcpy(ctx, b.x, host, 4 * n) != MXFA_OK || mxfa_memcpy(ctx, b.xb, hostb, 2 * n) != MXFA_OK)
             rc = cli_error(cmd, "%s", mxfa_last_error(ctx));
     }
+    if (!rc && !quantize) { /* the products' operands, quantized once, untimed */
+        b.op = OP_Q_ROW;
+        if (run(&b) != MXFA_OK)
+            rc = cli_error(cmd, "%s: %s", op_name[OP_Q_ROW], mxfa_last_error(ctx));
+    }
     double secs[NOPS];
     for (int op = 0; op < NOPS && !rc; op++) {
         b.op = op;
         secs[op] = 0;
         if ((op == OP_GEMM_BF16 && b.blackwell) /* Blackwell's product is sm100's, timed as OP_GEMM */ ||
-            (op >= OP_GEMM && !gemm))
+            (op >= OP_GEMM && !gemm) || (op < OP_GEMM && !quantize))
             continue;
         if ((secs[op] = cli_time_enqueued(ctx, run_one, &b, reps < 5 ? 20 : reps * 4)) < 0)
             rc = cli_error(cmd, "%s: %s", op_name[op], mxfa_last_error(ctx));
@@ -252,7 +257,7 @@ int bench_device(const char *cmd, mxfa_ctx *ctx, int reps, int gemm)
         printf("%-40s %10s %12s %10s\n", "operation", "GB/s", "of the copy", "ms");
         const double copy_rate = op_bytes(&b, OP_COPY) / secs[OP_COPY];
         const double small_rate = op_bytes(&b, OP_COPY_SCALES) / secs[OP_COPY_SCALES];
-        for (int op = 0; op < OP_GEMM; op++) {
+        for (int op = 0; op < OP_GEMM && quantize; op++) {
             const double rate = op_bytes(&b, op) / secs[op], ceiling = op == OP_SWIZZLE ? small_rate : copy_rate;
             printf("%-40s %10.1f %11.0f%% %10.4f\n", op_name[op], rate / 1e9, 100 * rate / ceiling, secs[op] * 1e3);
         }

@@ -72,9 +72,10 @@ int cmd_bench(int argc, char **argv);
 int cmd_study(int argc, char **argv);
 int cmd_selftest(int argc, char **argv);
 
-/* mxfa bench on a backend with device memory (tools/bench_device.c); gemm:
- * with the block-scaled products. */
-int bench_device(const char *cmd, mxfa_ctx *ctx, int reps, int gemm);
+/* mxfa bench on a backend with device memory (tools/bench_device.c):
+ * quantize, the quantization and layout rows; gemm, the block-scaled
+ * products (at least one of them). */
+int bench_device(const char *cmd, mxfa_ctx *ctx, int reps, int quantize, int gemm);
 /* The baselines' attention shapes that the options leave (tools/bench_shapes.h)
  * into picked[]: how many, or -1 with a message where none is left. */
 int bench_attn_device_shapes(const char *cmd, const int *dims, int ndims, int causal, int64_t seqlen, int64_t heads,

@@ -37,7 +37,8 @@ static const char bench_help[] =
     "with no mask and both causal masks, 1,16,16384,128, 8,16,2048,64, 2,16,8192,256),\n"
     "those that --dims, --no-causal and, where given, --seqlen and --heads leave,\n"
     "under the models the GPU's kernels compute (Hopper: sm90-bf16 and sm90-fp8;\n"
-    "Blackwell: sm100) or those --models names; --no-backward skips the backward pass.\n"
+    "Blackwell: sm100) or those --models names; --no-backward skips the backward pass,\n"
+    "--no-quantize the quantization (with --backend cuda, and its layouts).\n"
     "  --backend auto|ref|cpu|cuda   (default auto)\n"
     "  --heads H                     (default 4)\n"
     "  --seqlen S                    (default 2048)\n"
@@ -45,16 +46,18 @@ static const char bench_help[] =
     "  --models LIST|all             ideal,sm100,sm90-fp8,sm90-bf16 (default all)\n"
     "  --gemm N                      product size N x N x N (default 1024; 0 skips)\n"
     "  --reps N                      runs per measurement, median reported (default 3)\n"
-    "  --no-backward, --no-causal    skip those measurements\n";
+    "  --no-backward, --no-causal, --no-quantize\n"
+    "                                skip those measurements\n";
 
-enum { OPT_BACKEND = 256, OPT_HEADS, OPT_SEQLEN, OPT_DIMS, OPT_MODELS, OPT_GEMM, OPT_REPS, OPT_NOBWD, OPT_NOCAUSAL };
+enum { OPT_BACKEND = 256, OPT_HEADS, OPT_SEQLEN, OPT_DIMS, OPT_MODELS, OPT_GEMM, OPT_REPS, OPT_NOBWD, OPT_NOCAUSAL, OPT_NOQUANT };
 
 static const struct option options[] = {
     {"backend", required_argument, NULL, OPT_BACKEND}, {"heads", required_argument, NULL, OPT_HEADS},
     {"seqlen", required_argument, NULL, OPT_SEQLEN},   {"dims", required_argument, NULL, OPT_DIMS},
     {"models", required_argument, NULL, OPT_MODELS},   {"gemm", required_argument, NULL, OPT_GEMM},
     {"reps", required_argument, NULL, OPT_REPS},       {"no-backward", no_argument, NULL, OPT_NOBWD},
-    {"no-causal", no_argument, NULL, OPT_NOCAUSAL},    {"help", no_argument, NULL, 'h'},
+    {"no-causal", no_argument, NULL, OPT_NOCAUSAL},    {"no-quantize", no_argument, NULL, OPT_NOQUANT},
+    {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
@@ -413,7 +416,7 @@ int cmd_bench(int argc, char **argv)
 {
     const char *cmd = "bench", *backend = "auto";
     long heads = 4, seqlen = 2048, gemm_n = 1024, reps = 3;
-    int dims[3] = {64, 128, 256}, ndims = 3, models[4] = {0, 1, 2, 3}, nmodels = 4, backward = 1, causal = 1, ch;
+    int dims[3] = {64, 128, 256}, ndims = 3, models[4] = {0, 1, 2, 3}, nmodels = 4, backward = 1, causal = 1, quantize = 1, ch;
     int heads_given = 0, seqlen_given = 0;
     int models_given = 0;
     optind = 1;
@@ -453,6 +456,7 @@ int cmd_bench(int argc, char **argv)
             break;
         case OPT_NOBWD: backward = 0; break;
         case OPT_NOCAUSAL: causal = 0; break;
+        case OPT_NOQUANT: quantize = 0; break;
         case 'h': fputs(bench_help, stdout); return 0;
         default: return cli_usage(cmd, "unknown option or missing value: '%s'", argv[optind - 1]);
         }
@@ -467,15 +471,17 @@ int cmd_bench(int argc, char **argv)
         int picked[BENCH_SHAPES]; /* the attention shapes, checked before anything runs */
         const int npicked = bench_attn_device_shapes(cmd, dims, ndims, causal, seqlen_given ? seqlen : 0,
                                                      heads_given ? heads : 0, picked);
-        rc = npicked < 0 ? EXIT_FAILURE : bench_device(cmd, ctx, (int)reps, gemm_n > 0);
+        rc = npicked < 0                  ? EXIT_FAILURE
+             : quantize || gemm_n > 0 ? bench_device(cmd, ctx, (int)reps, quantize, gemm_n > 0)
+                                      : 0;
         if (!rc)
             rc = bench_attn_device(cmd, ctx, (int)reps, models, models_given ? nmodels : 0, backward, picked, npicked);
         mxfa_close(ctx);
         return rc;
     }
     bench b = {.cmd = cmd, .ctx = ctx, .reps = (int)reps, .tty = isatty(2)};
-    b.steps = 1 + (gemm_n > 0 ? nmodels : 0) + nmodels * ndims * (causal ? 2 : 1) * (backward ? 2 : 1);
-    rc = bench_quantize(&b);
+    b.steps = quantize + (gemm_n > 0 ? nmodels : 0) + nmodels * ndims * (causal ? 2 : 1) * (backward ? 2 : 1);
+    rc = quantize ? bench_quantize(&b) : 0;
     if (!rc && gemm_n > 0)
         rc = bench_gemm(&b, gemm_n, models, nmodels);
     if (!rc)
