@@ -39,6 +39,30 @@ __device__ __forceinline__ uint16_t widen_e4m3(uint32_t code, uint32_t scale)
     return (uint16_t)f32_to_bf16(__float_as_uint(__fmul_rn(v, e8m0_value(scale))));
 }
 
+// Four codes of a word (first in the low byte) widened with their block's
+// scale 2^(scale - 127) = unit to the bf16 pairs widen_e4m3 gives, for a
+// block with no NaN or Inf code and a scale below 0xFF: each code's value
+// exact in f16 and in f32, its product with the unit the same fp32
+// multiplication as widen_e4m3's (exact: a code's value is a multiple of
+// 2^-9, so the product is a multiple of 2^-136, where fp32 keeps every bit;
+// +-Inf past fp32's range), then rounded once to bf16 at nearest even by
+// the paired conversion, which does what f32_to_bf16 does for a value that
+// is not NaN. Low pair first.
+__device__ __forceinline__ uint2 widen4_plain(uint32_t codes, float unit)
+{
+    uint32_t h[2], w[2];
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h[0]) : "h"((uint16_t)codes));
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h[1]) : "h"((uint16_t)(codes >> 16)));
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const float lo = __half2float(__ushort_as_half((unsigned short)(h[i] & 0xFFFFu)));
+        const float hi = __half2float(__ushort_as_half((unsigned short)(h[i] >> 16)));
+        // (the first operand goes to the upper half)
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[i]) : "f"(__fmul_rn(hi, unit)), "f"(__fmul_rn(lo, unit)));
+    }
+    return make_uint2(w[0], w[1]);
+}
+
 __device__ __forceinline__ bool bf16_finite(uint32_t h)
 {
     return (h & 0x7F80u) != 0x7F80u;
@@ -81,9 +105,15 @@ __global__ void __launch_bounds__(256) pack_rows_bf16(nd3 x, int preset, const s
     uint32_t w[4] = {0, 0, 0, 0};
     if (real) {
         const uint32_t codes[2] = {encode4(f, rule, plain, v), encode4(f, rule, plain, v + 4)};
+        if (plain && !rule.poisoned && rule.scale < 0xFFu) { // no NaN in the block, no NaN scale
+            const float unit = e8m0_value(rule.scale);
+            const uint2 a = widen4_plain(codes[0], unit), b = widen4_plain(codes[1], unit);
+            w[0] = a.x, w[1] = a.y, w[2] = b.x, w[3] = b.y;
+        } else {
 #pragma unroll
-        for (int e = 0; e < 8; e++)
-            w[e / 2] |= (uint32_t)widen_e4m3(codes[e / 4] >> (8 * (e % 4)) & 0xFFu, rule.scale) << (16 * (e % 2));
+            for (int e = 0; e < 8; e++)
+                w[e / 2] |= (uint32_t)widen_e4m3(codes[e / 4] >> (8 * (e % 4)) & 0xFFu, rule.scale) << (16 * (e % 2));
+        }
     }
     *reinterpret_cast<uint4 *>(out + (h * rows + p) * D + c) = make_uint4(w[0], w[1], w[2], w[3]);
 }
@@ -131,16 +161,29 @@ __global__ void __launch_bounds__(256) pack_vt_bf16(nd3 x, int preset, bool raw,
     const block_rule rule = warp_rule<16>(f, preset, top, v, 2, &plain);
     uint32_t w[8], r[8];
     bool finite = true;
+    // a plain block whose scale is at most 2^119 widens to finite values
+    // (448 2^119 < 2^128) without a test an element
+    const bool fast = plain && !rule.poisoned && rule.scale <= 246u;
+    const float unit = e8m0_value(fast ? rule.scale : 0x7Fu);
 #pragma unroll
     for (int q = 0; q < 4; q++) {
         const uint32_t codes = encode4(f, rule, plain, v + 4 * q);
+        if (fast) {
+            const uint2 y = widen4_plain(codes, unit);
+            w[2 * q] = y.x, w[2 * q + 1] = y.y;
+        } else {
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int i = 4 * q + e;
-            const uint32_t y = widen_e4m3(codes >> (8 * e) & 0xFFu, rule.scale);
-            finite &= bf16_finite(y);
-            w[i / 2] = i % 2 ? w[i / 2] | y << 16 : y;
-            if (raw) {
+            for (int e = 0; e < 4; e++) {
+                const int i = 4 * q + e;
+                const uint32_t y = widen_e4m3(codes >> (8 * e) & 0xFFu, rule.scale);
+                finite &= bf16_finite(y);
+                w[i / 2] = i % 2 ? w[i / 2] | y << 16 : y;
+            }
+        }
+        if (raw) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int i = 4 * q + e;
                 const uint32_t z = f32_to_bf16(v[i]);
                 finite &= bf16_finite(z);
                 r[i / 2] = i % 2 ? r[i / 2] | z << 16 : z;
