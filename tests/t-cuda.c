@@ -642,6 +642,87 @@ static int attn_bf16_case(int trial, int device, char *what, size_t what_len)
     return attn_case_under(MXFA_MODEL_SM90_BF16, trial, device, what, what_len);
 }
 
+/* A row whose scores are all -Inf in the first key tiles (Q's first row 2^100
+ * in column 0, every one of the first 128 keys -2^100 there: the products
+ * overflow) and finite after them, with a NaN or an Inf in V among those
+ * first keys: the reference skips the row's first tiles, so V's NaN or Inf
+ * must not reach its O (0 x Inf is NaN), and its O is that of the later
+ * keys alone. The other rows are Gaussian, some with scores near +-2^100.
+ * Under both Hopper models, every preset, const and dynamic P, D = 64,
+ * 128 and 256, key tiles of 64 and 128; O and LSE byte for byte against the
+ * cpu backend. */
+static int attn_unseen_case(int trial, int device, char *what, size_t what_len)
+{
+    static const int64_t dims[3] = {64, 128, 256};
+    const int64_t d = dims[rng_below(3)], tq = 1 + rng_below(200), tk = 129 + rng_below(300);
+    mxfa_attn_params p;
+    mxfa_attn_params_default(&p);
+    p.model = rng_below(2) ? MXFA_MODEL_SM90_BF16 : MXFA_MODEL_SM90_FP8;
+    p.preset = (mxfa_preset)rng_below(4);
+    p.p_scale = rng_below(2) ? MXFA_P_DYNAMIC : MXFA_P_CONST;
+    p.causal = MXFA_CAUSAL_NONE;
+    if (p.model == MXFA_MODEL_SM90_BF16)
+        p.block_n = rng_below(2) ? 64 : 128;
+    const mxfa_dtype in = rng_below(2) ? MXFA_BF16 : MXFA_F32, out = rng_below(2) ? MXFA_BF16 : MXFA_F32;
+    const float bad = rng_below(2) ? INFINITY : NAN;
+    snprintf(what, what_len,
+             "trial %d: %s, D %lld, key tile %d, %lld queries, %lld keys, %s, %s P, %s in V, %s in, %s out, %s memory",
+             trial, mxfa_model_name(p.model), (long long)d, p.block_n, (long long)tq, (long long)tk,
+             mxfa_preset_name(p.preset), p.p_scale ? "dynamic" : "const", isnan(bad) ? "a NaN" : "an Inf",
+             mxfa_dtype_name(in), mxfa_dtype_name(out), device ? "device" : "host");
+    const size_t es = mxfa_dtype_size(in), os = mxfa_dtype_size(out);
+    buf q = buf_new((size_t)(tq * d) * es, 0), k = buf_new((size_t)(tk * d) * es, 0),
+        v = buf_new((size_t)(tk * d) * es, 0);
+    fill_normal(&q, in, tq, d, -1, 0);
+    fill_normal(&k, in, tk, d, -1, 0);
+    fill_normal(&v, in, tk, d, -1, 0);
+    {
+        const mxfa_tensor qv = t3(&q, 0, in, tq, 1, d), kv = t3(&k, 0, in, tk, 1, d), vv = t3(&v, 0, in, tk, 1, d);
+        for (int64_t c = 0; c < d; c++)
+            poke(&q, in, &qv, 0, 0, c, 0, c == 0 ? 0x1p100f : 0.0f);
+        for (int64_t j = 0; j < 128; j++)
+            poke(&k, in, &kv, j, 0, 0, 0, -0x1p100f);
+        poke(&v, in, &vv, (int64_t)rng_below(128), 0, (int64_t)rng_below((uint32_t)d), 0, bad);
+    }
+    const int32_t cq[2] = {0, (int32_t)tq}, ck[2] = {0, (int32_t)tk};
+    buf o[2] = {buf_new((size_t)(tq * d) * os, 0xA5), buf_new((size_t)(tq * d) * os, 0xA5)};
+    buf lse[2] = {buf_new((size_t)tq * 4, 0xA5), buf_new((size_t)tq * 4, 0xA5)};
+    mxfa_ctx *ctx[2] = {cpu, gpu};
+    int good = 1;
+    for (int i = 0; i < 2; i++) {
+        const int dev = i && device;
+        mxfa_tensor qt = t3(&q, dev, in, tq, 1, d), kt = t3(&k, dev, in, tk, 1, d), vt = t3(&v, dev, in, tk, 1, d);
+        mxfa_tensor ot = t3(&o[i], dev, out, tq, 1, d), lt = t2(&lse[i], dev, MXFA_F32, tq, 1, 1, 1);
+        good &= mxfa_attn_fwd(ctx[i], &p, &qt, &kt, &vt, cq, ck, 1, &ot, &lt) == MXFA_OK;
+    }
+    fetch(&o[1]), fetch(&lse[1]);
+    if (!good)
+        snprintf(what + strlen(what), what_len - strlen(what), "; %s", mxfa_last_error(gpu));
+    /* the first row's O, as the reference has it, is finite */
+    int finite = 1;
+    for (int64_t c = 0; c < d; c++) {
+        float x;
+        if (out == MXFA_BF16) {
+            uint16_t u;
+            memcpy(&u, o[0].host + 2 * c, 2);
+            x = mxfa_bf16_to_f32(u);
+        } else {
+            memcpy(&x, o[0].host + 4 * c, 4);
+        }
+        finite &= isfinite(x) != 0;
+    }
+    const int o_ok = same(&o[0], &o[1]), l_ok = same(&lse[0], &lse[1]);
+    if (good && !(o_ok && l_ok && finite))
+        snprintf(what + strlen(what), what_len - strlen(what), ";%s%s%s",
+                 finite ? "" : " the cpu backend's O of row 0 is not finite;", o_ok ? "" : " O differs",
+                 l_ok ? "" : " LSE differs");
+    good &= o_ok && l_ok && finite;
+    buf_free(&q), buf_free(&k), buf_free(&v);
+    for (int i = 0; i < 2; i++)
+        buf_free(&o[i]), buf_free(&lse[i]);
+    return good;
+}
+
 /* ---- attention backward ---- */
 
 /* The backward pass under sm90-fp8 and sm90-bf16: D = 64, 128 and 256, the
@@ -949,6 +1030,9 @@ int main(void)
         run_cases("gemm under sm90-fp8 and sm90-bf16", gemm_case, 80);
         run_cases_against("attention forward under sm90-fp8 (D = 64, 128, 256)", attn_case, 40, "the cpu backend's");
         run_cases_against("attention forward under sm90-bf16 (D = 64, 128, 256; key tiles of 64 and 128)", attn_bf16_case, 60,
+                          "the cpu backend's");
+        run_cases_against("attention forward, a row whose first tiles' scores are all -Inf and a NaN or Inf in "
+                          "their V (the reference skips those tiles for that row)", attn_unseen_case, 12,
                           "the cpu backend's");
         run_cases_against("attention backward under sm90-fp8 and sm90-bf16 (D = 64, 128, 256)", bwd_case, 40,
                           "the cpu backend's");

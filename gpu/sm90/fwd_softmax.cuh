@@ -34,7 +34,11 @@ struct rows2 {
     float m[2], part[2][2];
 };
 
-// What one tile's maximum did to the rows.
+// What one tile's maximum did to the rows: alpha, the factor of O where
+// the maximum grew; -0 where it first became finite, which sets O to +0
+// rather than scaling it (the reference's O is +0 there, having skipped
+// the row's every tile before, where the kernel's P V of those tiles, with
+// P = 0, may have left 0 x Inf = NaN). alpha is never negative otherwise.
 struct max_step {
     float alpha[2];
     bool grows[2];
@@ -109,11 +113,13 @@ __device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, f
     float mx[2] = {row_max<BN, 0, BN / 8>(s, 0), row_max<BN, 0, BN / 8>(s, 1)};
     max_step st;
     float b[2];
+    bool m_was_inf[2];
 #pragma unroll
     for (int hh = 0; hh < 2; hh++) {
         mx[hh] = fmax_nan(mx[hh], __shfl_xor_sync(0xFFFFFFFFu, mx[hh], 1));
         mx[hh] = fmax_nan(mx[hh], __shfl_xor_sync(0xFFFFFFFFu, mx[hh], 2));
         const float m_new = fmax_nan(r.m[hh], __fmul_rn(mx[hh], c));
+        m_was_inf[hh] = r.m[hh] == NEG_INF;
         st.grows[hh] = m_new > r.m[hh];
         st.alpha[hh] = st.grows[hh] ? mx_exp2(__fsub_rn(r.m[hh], m_new)) : 1.0f;
         if (st.grows[hh])
@@ -124,6 +130,7 @@ __device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, f
 #pragma unroll
         for (int e = 0; e < 2; e++)
             r.part[hh][e] = st.grows[hh] ? __fmul_rn(r.part[hh][e], st.alpha[hh]) : r.part[hh][e];
+        st.alpha[hh] = st.grows[hh] && m_was_inf[hh] ? -0.0f : st.alpha[hh];
     }
     // a block of 32 keys (four j, two rows) at a time, so that a block's
     // scores turn into its P fragments before the next block's exp2: P,
@@ -176,16 +183,25 @@ __device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, f
 }
 
 // O (the P V accumulator fragment, N = D) scaled by the tile's alpha where
-// a row's maximum grew (alpha is 1 elsewhere, and O * 1 is O); a warp none
-// of whose rows grew leaves it. After the first tiles the maximum seldom
-// grows, and this is one multiplication a score.
+// a row's maximum grew (alpha is 1 elsewhere, and O * 1 is O), and set to
+// +0 where alpha is -0 (a warp with such a row, rare past the first tile,
+// takes a second loop); a warp none of whose rows grew leaves it. After the
+// first tiles the maximum seldom grows, and this is one multiplication a
+// score.
 template <int D> __device__ __forceinline__ void rescale_o(float (&o)[D / 2], const max_step &st)
 {
     if (!__any_sync(0xFFFFFFFFu, st.grows[0] || st.grows[1]))
         return;
+    const bool clear[2] = {signbit(st.alpha[0]) != 0, signbit(st.alpha[1]) != 0};
+    if (__any_sync(0xFFFFFFFFu, clear[0] || clear[1])) {
+#pragma unroll
+        for (int i = 0; i < D / 2; i++)
+            o[i] = clear[(i / 2) % 2] ? 0.0f : o[i];
+    }
+    // (|alpha|: +0 * +0 for a cleared row; the same alpha elsewhere)
 #pragma unroll
     for (int i = 0; i < D / 2; i++)
-        o[i] = __fmul_rn(o[i], st.alpha[(i / 2) % 2]);
+        o[i] = __fmul_rn(o[i], fabsf(st.alpha[(i / 2) % 2]));
 }
 
 // l of row hh at the end, the contract's tree over the quad's partials:
