@@ -49,7 +49,18 @@ static const char bench_help[] =
     "  --no-backward, --no-causal, --no-quantize\n"
     "                                skip those measurements\n";
 
-enum { OPT_BACKEND = 256, OPT_HEADS, OPT_SEQLEN, OPT_DIMS, OPT_MODELS, OPT_GEMM, OPT_REPS, OPT_NOBWD, OPT_NOCAUSAL, OPT_NOQUANT };
+enum {
+    OPT_BACKEND = 256,
+    OPT_HEADS,
+    OPT_SEQLEN,
+    OPT_DIMS,
+    OPT_MODELS,
+    OPT_GEMM,
+    OPT_REPS,
+    OPT_NOBWD,
+    OPT_NOCAUSAL,
+    OPT_NOQUANT
+};
 
 static const struct option options[] = {
     {"backend", required_argument, NULL, OPT_BACKEND}, {"heads", required_argument, NULL, OPT_HEADS},
@@ -416,7 +427,8 @@ int cmd_bench(int argc, char **argv)
 {
     const char *cmd = "bench", *backend = "auto";
     long heads = 4, seqlen = 2048, gemm_n = 1024, reps = 3;
-    int dims[3] = {64, 128, 256}, ndims = 3, models[4] = {0, 1, 2, 3}, nmodels = 4, backward = 1, causal = 1, quantize = 1, ch;
+    int dims[3] = {64, 128, 256}, ndims = 3, models[4] = {0, 1, 2, 3}, nmodels = 4, backward = 1, causal = 1, ch;
+    int quantize = 1;
     int heads_given = 0, seqlen_given = 0;
     int models_given = 0;
     optind = 1;
