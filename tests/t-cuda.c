@@ -13,6 +13,11 @@
  * memory (which the backend stages through the device). Every output
  * buffer, including the bytes between strided elements, must match.
  * Reports SKIP where no usable cuda backend is built.
+ *
+ * MXFA_TCUDA_ONLY=TEXT runs only the groups of cases whose name holds TEXT
+ * (the others are reported as skipped), for a device run with one purpose;
+ * the groups share one random stream, so a narrowed run draws other cases
+ * than the whole one.
  */
 #include <math.h>
 
@@ -21,6 +26,18 @@
 
 static mxfa_ctx *ref, *gpu, *cpu;
 static int gpu_arch; /* 10 * major + minor */
+
+/* Whether MXFA_TCUDA_ONLY leaves the group `name`; if not, its skip. */
+static int wanted(const char *name)
+{
+    const char *only = getenv("MXFA_TCUDA_ONLY");
+    if (!only || !*only || strstr(name, only))
+        return 1;
+    char why[256];
+    snprintf(why, sizeof why, "%s: not in MXFA_TCUDA_ONLY=%s", name, only);
+    skip(why);
+    return 0;
+}
 
 /* ---- buffers that live on the host, and on the device for device runs ---- */
 
@@ -959,6 +976,10 @@ static int gpu_is_hopper(void)
  * because ref would take minutes here. */
 static void big_gemm(mxfa_model model)
 {
+    char name[64];
+    snprintf(name, sizeof name, "gemm %s 700 x 900 x 2085", mxfa_model_name(model));
+    if (!wanted(name))
+        return;
     const int64_t M = 700, N = 900, K = 2085, nkb = (K + 31) / 32;
     buf a = buf_new((size_t)(M * K), 0), b = buf_new((size_t)(N * K), 0);
     buf sa = buf_new((size_t)(M * nkb), 0), sb = buf_new((size_t)(N * nkb), 0);
@@ -996,6 +1017,8 @@ static void run_cases_against(const char *name, case_fn f, int n, const char *ag
 {
     char what[1024];
     int failed = 0;
+    if (!wanted(name))
+        return;
     for (int t = 0; t < n; t++)
         for (int device = 0; device < 2; device++)
             if (!f(t, device, what, sizeof what) && failed++ < 5)
