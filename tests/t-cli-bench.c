@@ -66,6 +66,20 @@ static void expect_table(const char *what, int quantize, const char *const *mode
         diag("found %d, measured %d, rows %d of %d:\n%s", found, measured, rows, want, out);
 }
 
+/* mxfa `args` into out: exit 0, and its title holds `backend` (unless
+ * NULL) and `settings`; the point is named by the command line. */
+static void bench_runs(const char *const *args, const char *backend, const char *settings)
+{
+    char line[512] = "";
+    for (const char *const *a = args; *a; a++)
+        snprintf(line + strlen(line), sizeof line - strlen(line), "%s%s", a == args ? "" : " ", *a);
+    const int rc = run(args, out, sizeof out);
+    ok(rc == 0 && (!backend || strstr(out, backend)) && strstr(out, settings),
+       "%s: exit 0 and the table's title (exit %d)", line, rc);
+    if (rc)
+        diag("stderr: %s", errtext);
+}
+
 int main(void)
 {
     cli_start("t-cli-bench");
@@ -78,41 +92,25 @@ int main(void)
     /* one head of 64 tokens: every model, head dim, mask and pass */
     const char *b1[] = {"bench", "--backend", "cpu", "--heads", "1", "--seqlen", "64", "--gemm", "64", "--reps", "1",
                         NULL};
-    int rc = run(b1, out, sizeof out);
-    ok(rc == 0 && strstr(out, "bench: backend cpu") && strstr(out, "H=1 S=64, median of 1"),
-       "bench --heads 1 --seqlen 64 --gemm 64 --reps 1: exit 0 and the table's title (exit %d)", rc);
-    if (rc)
-        diag("stderr: %s", errtext);
+    bench_runs(b1, "bench: backend cpu", "H=1 S=64, median of 1");
     expect_table("bench --heads 1 --seqlen 64", 1, all, 4, dims_all, 3, 64, 1, 1);
 
     /* the report's settings: a 1024^3 product beside attention of 2 x 512 x 64 */
     const char *b2[] = {"bench", "--backend", "cpu", "--heads", "2", "--seqlen", "512", "--dims", "64", "--models",
                         "sm100", "--reps", "2", NULL};
-    rc = run(b2, out, sizeof out);
-    ok(rc == 0 && strstr(out, "H=2 S=512, median of 2"),
-       "bench --backend cpu --heads 2 --seqlen 512 --dims 64 --models sm100 --reps 2: exit 0 (exit %d)", rc);
-    if (rc)
-        diag("stderr: %s", errtext);
+    bench_runs(b2, NULL, "H=2 S=512, median of 2");
     expect_table("the report's settings", 1, sm100, 1, dims_64, 1, 1024, 1, 1);
 
     /* the smallest settings there are, on the emulator */
     const char *b3[] = {"bench", "--backend", "ref", "--heads", "1", "--seqlen", "1", "--dims", "64", "--models",
                         "ideal", "--gemm", "1", "--reps", "1", "--no-backward", "--no-causal", NULL};
-    rc = run(b3, out, sizeof out);
-    ok(rc == 0 && strstr(out, "bench: backend ref") && strstr(out, "H=1 S=1, median of 1"),
-       "bench --backend ref --heads 1 --seqlen 1 --gemm 1 --no-backward --no-causal: exit 0 (exit %d)", rc);
-    if (rc)
-        diag("stderr: %s", errtext);
+    bench_runs(b3, "bench: backend ref", "H=1 S=1, median of 1");
     expect_table("one token, a 1 x 1 x 1 product", 1, ideal, 1, dims_64, 1, 1, 0, 0);
 
     /* --no-quantize and --gemm 0: attention alone */
     const char *b4[] = {"bench", "--backend", "cpu", "--heads", "1", "--seqlen", "32", "--dims", "128", "--models",
                         "sm90-bf16", "--gemm", "0", "--reps", "1", "--no-quantize", NULL};
-    rc = run(b4, out, sizeof out);
-    ok(rc == 0 && strstr(out, "H=1 S=32, median of 1"),
-       "bench --backend cpu --seqlen 32 --dims 128 --models sm90-bf16 --gemm 0 --no-quantize: exit 0 (exit %d)", rc);
-    if (rc)
-        diag("stderr: %s", errtext);
+    bench_runs(b4, NULL, "H=1 S=32, median of 1");
     expect_table("attention alone", 0, sm90bf16, 1, dims_128, 1, 0, 1, 1);
 
     cli_finish();
