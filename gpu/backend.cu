@@ -552,6 +552,23 @@ mxfa_status device_info(mxfa_ctx *ctx, int *arch, char *name, size_t name_len)
     return MXFA_OK;
 }
 
+// The pool's high-water mark of memory in use: the scratch of every call
+// on the device (the caller's tensors come from cudaMalloc, not the pool).
+mxfa_status scratch_peak(mxfa_ctx *ctx, size_t *bytes, int reset)
+{
+    cudaMemPool_t pool;
+    unsigned long long high = 0, zero = 0; // (cuuint64_t, as the attribute takes it)
+    cudaError_t e = device_pool(static_cast<cuda_state *>(ctx->state)->device, &pool);
+    if (e == cudaSuccess)
+        e = cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high);
+    if (e == cudaSuccess && reset)
+        e = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero);
+    if (e != cudaSuccess)
+        return cuda_fail(ctx, e, "scratch_peak");
+    *bytes = (size_t)high;
+    return MXFA_OK;
+}
+
 mxfa_status mma_chain(mxfa_ctx *ctx, mxfa_instr, const mxfa_view *, const mxfa_view *, const mxfa_view *,
                       const mxfa_view *)
 {
@@ -636,6 +653,7 @@ mxfa_backend make_backend()
     b.copy_bytes = copy_bytes;
     b.synchronize = synchronize;
     b.device_info = device_info;
+    b.scratch_peak = scratch_peak;
     return b;
 }
 

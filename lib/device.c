@@ -75,6 +75,19 @@ MXFA_API mxfa_status mxfa_synchronize(mxfa_ctx *ctx)
     return ctx->backend->synchronize ? ctx->backend->synchronize(ctx) : MXFA_OK;
 }
 
+MXFA_API mxfa_status mxfa_scratch_peak(mxfa_ctx *ctx, size_t *bytes, int reset)
+{
+    if (!ctx)
+        return mxfa_fail(NULL, MXFA_ERR_NULL, "mxfa_scratch_peak: ctx is NULL");
+    mxfa_clear_error(ctx);
+    if (!bytes)
+        return mxfa_fail(ctx, MXFA_ERR_NULL, "mxfa_scratch_peak: bytes is NULL");
+    if (!ctx->backend->scratch_peak)
+        return mxfa_fail(ctx, MXFA_ERR_UNSUPPORTED, "mxfa_scratch_peak: the %s backend has no device scratch memory",
+                         mxfa_backend_name(ctx));
+    return ctx->backend->scratch_peak(ctx, bytes, reset);
+}
+
 MXFA_API mxfa_status mxfa_device_info(mxfa_ctx *ctx, int *arch, char *name, size_t name_len)
 {
     if (!ctx)

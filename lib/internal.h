@@ -129,6 +129,9 @@ struct mxfa_backend {
     /* the device's compute capability (10 * major + minor) and name; NULL
      * for backends that run on the CPU */
     mxfa_status (*device_info)(mxfa_ctx *ctx, int *arch, char *name, size_t name_len);
+    /* the high-water mark of the device's scratch memory (mxfa_scratch_peak);
+     * NULL for backends that run on the CPU */
+    mxfa_status (*scratch_peak)(mxfa_ctx *ctx, size_t *bytes, int reset);
 };
 
 extern const mxfa_backend mxfa_backend_ref;

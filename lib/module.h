@@ -13,7 +13,7 @@
 #include "internal.h"
 
 /* Raised whenever mxfa_ctx, mxfa_backend or mxfa_view change. */
-#define MXFA_MODULE_ABI 2
+#define MXFA_MODULE_ABI 3
 #define MXFA_CUDA_MODULE_ENTRY "mxfa_cuda_module_entry"
 #define MXFA_CUDA_MODULE_FILE "mxfa-cuda.so"
 

@@ -119,6 +119,16 @@ MXFA_API const char *mxfa_backend_name(const mxfa_ctx *ctx);
  */
 MXFA_API mxfa_status mxfa_device_info(mxfa_ctx *ctx, int *arch, char *name, size_t name_len);
 
+/*
+ * The most scratch memory, in bytes, that the library's calls held at once
+ * on the context's device since the last reset (reset != 0 resets the mark
+ * after reading it): the working memory a call allocates beyond the
+ * caller's tensors, and the device copies of host tensors that a call on
+ * host memory stages. One mark per device and process, shared by every
+ * context on it. MXFA_ERR_UNSUPPORTED on the ref and cpu backends.
+ */
+MXFA_API mxfa_status mxfa_scratch_peak(mxfa_ctx *ctx, size_t *bytes, int reset);
+
 /* The instruction set the cpu backend runs on this context ("avx512",
  * "avx2" or "scalar": the best the CPU has, or the one the environment
  * variable MXFA_CPU_ISA names), or NULL for another backend. Every

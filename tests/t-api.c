@@ -35,6 +35,12 @@ int main(void)
            "device info of ref: no GPU (0, \"cpu\")");
         ok(mxfa_device_info(NULL, &arch, name, sizeof name) == MXFA_ERR_NULL, "device info without a context: "
            "MXFA_ERR_NULL");
+        size_t peak = 12345;
+        ok(mxfa_scratch_peak(ctx, &peak, 0) == MXFA_ERR_UNSUPPORTED && peak == 12345 &&
+               strstr(mxfa_last_error(ctx), "no device scratch") != NULL,
+           "scratch peak of ref: unsupported, *bytes untouched (%s)", mxfa_last_error(ctx));
+        ok(mxfa_scratch_peak(NULL, &peak, 0) == MXFA_ERR_NULL && mxfa_scratch_peak(ctx, NULL, 1) == MXFA_ERR_NULL,
+           "scratch peak without a context or an out pointer: MXFA_ERR_NULL");
     }
     mxfa_close(ctx);
     ctx = NULL;

@@ -87,9 +87,36 @@ static void check_pick(const char *what, const int *dims, int ndims, int causal,
     }
 }
 
+/* --shape's parser: the fields and the mask as written, and every text
+ * that is not such a shape (a field missing, zero, past its limit, or
+ * trailing text) refused. */
+static void check_parse(void)
+{
+    attn_shape s;
+    ok(bench_shape_parse("1,16,131072,128", &s) && s.b == 1 && s.h == 16 && s.s == 131072 && s.d == 128 &&
+           s.causal == MXFA_CAUSAL_NONE,
+       "--shape 1,16,131072,128: B 1, H 16, S 131072, D 128, no mask");
+    ok(bench_shape_parse("2,3,5,64,c", &s) && s.b == 2 && s.h == 3 && s.s == 5 && s.d == 64 && s.causal == MXFA_CAUSAL,
+       "--shape 2,3,5,64,c: the leak-free causal mask");
+    ok(bench_shape_parse("1,1,1,32,cp", &s) && s.causal == MXFA_CAUSAL_PLAIN, "--shape 1,1,1,32,cp: the plain one");
+    const char *bad[] = {"", "1,2,3", "1,2,3,", "0,1,1,64", "1,1,1,64,", "1,1,1,64,x", "1,1,1,64,cc", "-1,1,1,64",
+                         "1,1,1,64 ", " 1,1,1,64", "1,+1,1,64", "65536,1,32768,64", "1,1024,1048576,2048",
+                         "1,1,1,99999999999", "1,1,2147483649,64"};
+    int refused = 0;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const int got = bench_shape_parse(bad[i], &s);
+        refused += !got;
+        if (got)
+            diag("taken: '%s'", bad[i]);
+    }
+    ok(refused == (int)(sizeof bad / sizeof bad[0]), "--shape refuses %d texts that are no shape (%d refused)",
+       (int)(sizeof bad / sizeof bad[0]), refused);
+}
+
 int main(void)
 {
     check_baselines();
+    check_parse();
     const int all[] = {64, 128, 256}, d64[] = {64}, d128[] = {128}, d256[] = {256}, d64_256[] = {256, 64};
     check_pick("no option", all, 3, 1, 0, 0, (const int[]){0, 1, 2, 3, 4, 5}, 6);
     check_pick("--dims 128", d128, 1, 1, 0, 0, (const int[]){0, 1, 2, 3}, 4);

@@ -167,6 +167,11 @@ static void bench_and_selftest(const char *no_cuda)
         skip("the cuda backend is usable here");
     expect_cause("bench --dims 64x", 2, "--dims: expected a list of 64, 128 and 256, got '64x'", NULL, b2);
     expect_cause("bench --heads 0", 2, "--heads: expected a count from 1 to 1024", NULL, b3);
+    const char *b6[] = {"bench", "--shape", "4,16,4096", NULL};
+    const char *b7[] = {"bench", "--backend", "cpu", "--shape", "1,16,131072,128", NULL};
+    expect_cause("bench --shape 4,16,4096", 2, "--shape: expected B,H,S,D with an optional ,c or ,cp", NULL, b6);
+    expect_cause("bench --shape on the cpu backend", 2, "--shape measures attention in device memory: it needs "
+                 "--backend cuda (this is cpu)", NULL, b7);
 #ifdef MXFA_SANITIZED
     skip("a memory limit and the sanitizers' shadow memory do not mix");
     skip("a memory limit and the sanitizers' shadow memory do not mix");

@@ -13,7 +13,9 @@
  * per sequence, one call each). The backward pass takes O and LSE from one
  * forward call and a dO drawn like the inputs, and is timed whole. Each call
  * is enqueued reps times back to back and waited for once; the median of
- * five such rounds is reported.
+ * five such rounds is reported, and the most scratch memory the library
+ * held at once meanwhile (mxfa_scratch_peak: its working memory beyond the
+ * caller's tensors).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,10 +95,10 @@ static mxfa_status run_one(void *arg)
     return run((attn_bench *)arg);
 }
 
-/* The table of one pass under one model, a row for each shape picked[0 ..
- * npicked - 1] of bench_shapes. */
-static int bench_pass(const char *cmd, mxfa_ctx *ctx, int reps, mxfa_model model, int backward, const int *picked,
-                      int npicked)
+/* The table of one pass under one model, a row for each of shapes[0 ..
+ * nshapes - 1]. */
+static int bench_pass(const char *cmd, mxfa_ctx *ctx, int reps, mxfa_model model, int backward,
+                      const attn_shape *shapes, int nshapes)
 {
     if (backward)
         printf("\nattention backward, %s, const P, bf16 in and out, device memory "
@@ -105,11 +107,11 @@ static int bench_pass(const char *cmd, mxfa_ctx *ctx, int reps, mxfa_model model
         printf("\nattention forward, %s, const P, bf16 in and out, device memory "
                "(TFLOP/s: 4 B H S^2 D, half when causal; c: the leak-free causal mask, cp: the plain one)\n",
                mxfa_model_name(model));
-    printf("%-26s %10s %10s %14s %12s %18s\n", "shape B,H,S,D", "ms", "TFLOP/s", "quantize ms", "of the call",
-           "TFLOP/s without it");
+    printf("%-26s %10s %10s %14s %12s %18s %12s\n", "shape B,H,S,D", "ms", "TFLOP/s", "quantize ms", "of the call",
+           "TFLOP/s without it", "scratch MiB");
     int rc = 0;
-    for (int i = 0; i < npicked && !rc; i++) {
-        const attn_shape *s = &bench_shapes[picked[i]];
+    for (int i = 0; i < nshapes && !rc; i++) {
+        const attn_shape *s = &shapes[i];
         const int64_t tokens = s->b * s->s, n = tokens * s->h * s->d;
         attn_bench a;
         memset(&a, 0, sizeof a);
@@ -149,11 +151,17 @@ static int bench_pass(const char *cmd, mxfa_ctx *ctx, int reps, mxfa_model model
             a.backward = backward;
             const double flops =
                 4.0 * s->b * s->h * (double)s->s * s->s * s->d * (s->causal ? 0.5 : 1.0) * (backward ? 2.5 : 1.0);
+            size_t scratch = 0;
+            mxfa_scratch_peak(ctx, &scratch, 1); /* (the mark reset: the next reading is this row's) */
             const double t = cli_time_enqueued(ctx, run_one, &a, reps);
+            char mib[32] = "-";
+            if (t >= 0 && mxfa_scratch_peak(ctx, &scratch, 0) == MXFA_OK)
+                snprintf(mib, sizeof mib, "%.1f", scratch / 1048576.0);
             if (t < 0) {
                 printf("%-26s %s\n", name, mxfa_last_error(ctx)); /* a shape the kernel does not take yet */
             } else if (backward) {
-                printf("%-26s %10.3f %10.1f %14s %12s %18s\n", name, t * 1e3, flops / t / 1e12, "-", "-", "-");
+                printf("%-26s %10.3f %10.1f %14s %12s %18s %12s\n", name, t * 1e3, flops / t / 1e12, "-", "-", "-",
+                       mib);
             } else {
                 a.quantize_only = 1;
                 const double tq = cli_time_enqueued(ctx, run_one, &a, reps);
@@ -164,8 +172,8 @@ static int bench_pass(const char *cmd, mxfa_ctx *ctx, int reps, mxfa_model model
                     char rest[32] = "-";
                     if (tq < t)
                         snprintf(rest, sizeof rest, "%.1f", flops / (t - tq) / 1e12);
-                    printf("%-26s %10.3f %10.1f %14.3f %11.0f%% %18s\n", name, t * 1e3, flops / t / 1e12, tq * 1e3,
-                           100 * tq / t, rest);
+                    printf("%-26s %10.3f %10.1f %14.3f %11.0f%% %18s %12s\n", name, t * 1e3, flops / t / 1e12,
+                           tq * 1e3, 100 * tq / t, rest, mib);
                 }
             }
         }
@@ -178,9 +186,12 @@ static int bench_pass(const char *cmd, mxfa_ctx *ctx, int reps, mxfa_model model
 }
 
 int bench_attn_device_shapes(const char *cmd, const int *dims, int ndims, int causal, int64_t seqlen, int64_t heads,
-                             int picked[BENCH_SHAPES])
+                             attn_shape shapes[BENCH_SHAPES])
 {
+    int picked[BENCH_SHAPES];
     const int npicked = bench_shapes_pick(dims, ndims, causal, seqlen, heads, picked);
+    for (int i = 0; i < npicked; i++)
+        shapes[i] = bench_shapes[picked[i]];
     if (npicked > 0)
         return npicked;
     char list[256] = "", name[64];
@@ -195,7 +206,7 @@ int bench_attn_device_shapes(const char *cmd, const int *dims, int ndims, int ca
 }
 
 int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps, const int *models, int nmodels, int backward,
-                      const int *picked, int npicked)
+                      const attn_shape *shapes, int nshapes)
 {
     /* by default the models this GPU's kernels compute: sm100 on Blackwell,
      * sm90-bf16 and sm90-fp8 on Hopper */
@@ -209,6 +220,6 @@ int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps, const int *model
     int rc = 0;
     for (int pass = 0; pass < (backward ? 2 : 1) && !rc; pass++)
         for (int m = 0; m < nmodels && !rc; m++)
-            rc = bench_pass(cmd, ctx, reps, (mxfa_model)models[m], pass, picked, npicked);
+            rc = bench_pass(cmd, ctx, reps, (mxfa_model)models[m], pass, shapes, nshapes);
     return rc;
 }

@@ -2,7 +2,10 @@
 /* The device bench's attention shapes (bench_shapes.h). */
 #include "bench_shapes.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 const attn_shape bench_shapes[BENCH_SHAPES] = {
     {4, 16, 4096, 128, MXFA_CAUSAL_NONE}, {4, 16, 4096, 128, MXFA_CAUSAL},    {4, 16, 4096, 128, MXFA_CAUSAL_PLAIN},
@@ -23,6 +26,36 @@ int bench_shapes_pick(const int *dims, int ndims, int causal, int64_t seqlen, in
             picked[n++] = i;
     }
     return n;
+}
+
+int bench_shape_parse(const char *text, attn_shape *out)
+{
+    int64_t v[4];
+    const char *at = text;
+    for (int i = 0; i < 4; i++) {
+        if (*at < '0' || *at > '9')
+            return 0;
+        char *end;
+        errno = 0;
+        const long long x = strtoll(at, &end, 10);
+        if (errno || x < 1 || x > ((int64_t)1 << 31))
+            return 0;
+        v[i] = x, at = end;
+        if (i < 3 && *at++ != ',')
+            return 0;
+    }
+    mxfa_causal causal = MXFA_CAUSAL_NONE;
+    if (strcmp(at, ",c") == 0)
+        causal = MXFA_CAUSAL;
+    else if (strcmp(at, ",cp") == 0)
+        causal = MXFA_CAUSAL_PLAIN;
+    else if (*at)
+        return 0;
+    const int64_t tokens = v[0] * v[2]; /* (each below 2^32: no overflow) */
+    if (tokens > INT32_MAX || v[1] > ((int64_t)1 << 40) / tokens || v[3] > ((int64_t)1 << 40) / (tokens * v[1]))
+        return 0;
+    out->b = v[0], out->h = v[1], out->s = v[2], out->d = v[3], out->causal = causal;
+    return 1;
 }
 
 void bench_shape_name(const attn_shape *s, char *out, size_t len)

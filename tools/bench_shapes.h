@@ -26,6 +26,12 @@ extern const attn_shape bench_shapes[BENCH_SHAPES];
 int bench_shapes_pick(const int *dims, int ndims, int causal, int64_t seqlen, int64_t heads,
                       int picked[BENCH_SHAPES]);
 
+/* A shape from "B,H,S,D", "B,H,S,D,c" (the leak-free causal mask) or
+ * "B,H,S,D,cp" (the plain one): each size at least 1, B S at most 2^31 - 1
+ * tokens (cu_seqlens are int32), B S H D at most 2^40 elements; 0 when the
+ * text is not such a shape. */
+int bench_shape_parse(const char *text, attn_shape *out);
+
 /* The shape as a table row names it: "B,H,S,D", then ",c" for the leak-free
  * causal mask and ",cp" for the plain one. */
 void bench_shape_name(const attn_shape *s, char *out, size_t len);

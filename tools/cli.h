@@ -77,13 +77,13 @@ int cmd_selftest(int argc, char **argv);
  * products (at least one of them). */
 int bench_device(const char *cmd, mxfa_ctx *ctx, int reps, int quantize, int gemm);
 /* The baselines' attention shapes that the options leave (tools/bench_shapes.h)
- * into picked[]: how many, or -1 with a message where none is left. */
+ * into shapes[]: how many, or -1 with a message where none is left. */
 int bench_attn_device_shapes(const char *cmd, const int *dims, int ndims, int causal, int64_t seqlen, int64_t heads,
-                             int picked[BENCH_SHAPES]);
-/* Its attention at those shapes (tools/bench_attn_device.c), under
- * models[0 .. nmodels - 1] (none: those the GPU's kernels compute), forward
- * and, with backward, backward. */
+                             attn_shape shapes[BENCH_SHAPES]);
+/* Its attention at shapes[0 .. nshapes - 1] (tools/bench_attn_device.c),
+ * under models[0 .. nmodels - 1] (none: those the GPU's kernels compute),
+ * forward and, with backward, backward. */
 int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps, const int *models, int nmodels, int backward,
-                      const int *picked, int npicked);
+                      const attn_shape *shapes, int nshapes);
 
 #endif

@@ -36,6 +36,7 @@ static const char bench_help[] =
     "forward and backward at the shapes of the H200 baselines (B,H,S,D 4,16,4096,128\n"
     "with no mask and both causal masks, 1,16,16384,128, 8,16,2048,64, 2,16,8192,256),\n"
     "those that --dims, --no-causal and, where given, --seqlen and --heads leave,\n"
+    "or those --shape names, with the library's scratch memory for each call,\n"
     "under the models the GPU's kernels compute (Hopper: sm90-bf16 and sm90-fp8;\n"
     "Blackwell: sm100) or those --models names; --no-backward skips the backward pass,\n"
     "--no-quantize the quantization (with --backend cuda, and its layouts).\n"
@@ -43,6 +44,9 @@ static const char bench_help[] =
     "  --heads H                     (default 4)\n"
     "  --seqlen S                    (default 2048)\n"
     "  --dims LIST                   head dims, from 64,128,256 (default all three)\n"
+    "  --shape B,H,S,D[,c|,cp]       attention at this shape (--backend cuda; c: the\n"
+    "                                leak-free causal mask, cp: the plain one); repeat\n"
+    "                                for more, up to 6\n"
     "  --models LIST|all             ideal,sm100,sm90-fp8,sm90-bf16 (default all)\n"
     "  --gemm N                      product size N x N x N (default 1024; 0 skips)\n"
     "  --reps N                      runs per measurement, median reported (default 3)\n"
@@ -59,7 +63,8 @@ enum {
     OPT_REPS,
     OPT_NOBWD,
     OPT_NOCAUSAL,
-    OPT_NOQUANT
+    OPT_NOQUANT,
+    OPT_SHAPE
 };
 
 static const struct option options[] = {
@@ -68,7 +73,7 @@ static const struct option options[] = {
     {"models", required_argument, NULL, OPT_MODELS},   {"gemm", required_argument, NULL, OPT_GEMM},
     {"reps", required_argument, NULL, OPT_REPS},       {"no-backward", no_argument, NULL, OPT_NOBWD},
     {"no-causal", no_argument, NULL, OPT_NOCAUSAL},    {"no-quantize", no_argument, NULL, OPT_NOQUANT},
-    {"help", no_argument, NULL, 'h'},
+    {"shape", required_argument, NULL, OPT_SHAPE},     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
@@ -431,6 +436,8 @@ int cmd_bench(int argc, char **argv)
     int quantize = 1;
     int heads_given = 0, seqlen_given = 0;
     int models_given = 0;
+    attn_shape shapes[BENCH_SHAPES];
+    int nshapes = 0;
     optind = 1;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "h", options, NULL)) != -1) {
@@ -469,6 +476,13 @@ int cmd_bench(int argc, char **argv)
         case OPT_NOBWD: backward = 0; break;
         case OPT_NOCAUSAL: causal = 0; break;
         case OPT_NOQUANT: quantize = 0; break;
+        case OPT_SHAPE:
+            if (nshapes == BENCH_SHAPES)
+                return cli_usage(cmd, "--shape: at most %d shapes", BENCH_SHAPES);
+            if (!bench_shape_parse(optarg, &shapes[nshapes++]))
+                return cli_usage(cmd, "--shape: expected B,H,S,D with an optional ,c or ,cp (each at least 1, at "
+                                      "most 2^31 - 1 tokens and 2^40 elements), got '%s'", optarg);
+            break;
         case 'h': fputs(bench_help, stdout); return 0;
         default: return cli_usage(cmd, "unknown option or missing value: '%s'", argv[optind - 1]);
         }
@@ -480,14 +494,21 @@ int cmd_bench(int argc, char **argv)
     if (rc)
         return rc;
     if (strcmp(mxfa_backend_name(ctx), "cuda") == 0) { /* device memory: tools/bench_device.c */
-        int picked[BENCH_SHAPES]; /* the attention shapes, checked before anything runs */
-        const int npicked = bench_attn_device_shapes(cmd, dims, ndims, causal, seqlen_given ? seqlen : 0,
-                                                     heads_given ? heads : 0, picked);
-        rc = npicked < 0                  ? EXIT_FAILURE
+        /* the attention shapes, checked before anything runs */
+        if (!nshapes)
+            nshapes = bench_attn_device_shapes(cmd, dims, ndims, causal, seqlen_given ? seqlen : 0,
+                                               heads_given ? heads : 0, shapes);
+        rc = nshapes < 0                  ? EXIT_FAILURE
              : quantize || gemm_n > 0 ? bench_device(cmd, ctx, (int)reps, quantize, gemm_n > 0)
                                       : 0;
         if (!rc)
-            rc = bench_attn_device(cmd, ctx, (int)reps, models, models_given ? nmodels : 0, backward, picked, npicked);
+            rc = bench_attn_device(cmd, ctx, (int)reps, models, models_given ? nmodels : 0, backward, shapes, nshapes);
+        mxfa_close(ctx);
+        return rc;
+    }
+    if (nshapes) {
+        rc = cli_usage(cmd, "--shape measures attention in device memory: it needs --backend cuda (this is %s)",
+                       mxfa_backend_name(ctx));
         mxfa_close(ctx);
         return rc;
     }
