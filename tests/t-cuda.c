@@ -752,10 +752,12 @@ static int attn_unseen_case(int trial, int device, char *what, size_t what_len)
  * V or dO (a NaN in a tile the reference skips must not reach the chain).
  * O and LSE come from the cpu backend's forward pass; dQ, dK and dV byte
  * for byte against the cpu backend's, which t-cpu holds to ref. */
+static int bwd_fused_only; /* bwd_case draws only what the fused sm90-bf16 kernel takes */
+
 static int bwd_case(int trial, int device, char *what, size_t what_len)
 {
     static const int64_t dims[3] = {64, 128, 256};
-    const int64_t d = dims[rng_below(3)];
+    const int64_t d = dims[rng_below(bwd_fused_only ? 2 : 3)];
     const int batch = 1 + (int)rng_below(3);
     const int hkv = 1 + (int)rng_below(2), group = 1 + (int)rng_below(3);
     const int64_t hq = hkv * group;
@@ -768,8 +770,21 @@ static int bwd_case(int trial, int device, char *what, size_t what_len)
     p.preset = (mxfa_preset)rng_below(4);
     p.p_scale = rng_below(2) ? MXFA_P_DYNAMIC : MXFA_P_CONST;
     p.causal = (mxfa_causal)rng_below(3); /* none, leak-free, plain */
-    if (rng_below(4) == 0)
+    if (rng_below(4) == 0 && !bwd_fused_only)
         p.block_m = 32 * (1 + (int)rng_below(8)), p.block_n = 32 * (1 + (int)rng_below(8));
+    int ctas = 0; /* a cap on the fused kernel's grid: several items a CTA */
+    if (bwd_fused_only) {
+        p.model = MXFA_MODEL_SM90_BF16;
+        p.causal = rng_below(2) ? MXFA_CAUSAL_PLAIN : MXFA_CAUSAL_NONE;
+        ctas = rng_below(2) ? 1 + (int)rng_below(3) : 0;
+    }
+    if (ctas) {
+        char cap[8];
+        snprintf(cap, sizeof cap, "%d", ctas);
+        setenv("MXFA_BWD_MAX_CTAS", cap, 1);
+    } else {
+        unsetenv("MXFA_BWD_MAX_CTAS");
+    }
     const mxfa_dtype in = rng_below(2) ? MXFA_BF16 : MXFA_F32, out = rng_below(2) ? MXFA_BF16 : MXFA_F32;
     const int far = rng_below(5) == 0;
     const int layout = (int)rng_below(3);
@@ -783,6 +798,8 @@ static int bwd_case(int trial, int device, char *what, size_t what_len)
              p.p_scale ? "dynamic" : "const", mxfa_preset_name(p.preset), p.block_m, p.block_n, mxfa_dtype_name(in),
              far ? " (tiny)" : "", layout == PADDED ? " padded heads" : layout == HEAD_MAJOR ? " head-major" : "",
              special ? " with a NaN or Inf" : "", mxfa_dtype_name(out), device ? "device" : "host");
+    if (ctas)
+        snprintf(what + strlen(what), what_len - strlen(what), ", %d CTAs", ctas);
     const size_t is = mxfa_dtype_size(in), os = mxfa_dtype_size(out);
     const int64_t dq_cols = (int64_t)view_elems(layout, tq, hq, d) / (tq * hq);
     const int64_t dk_cols = (int64_t)view_elems(layout, tk, hkv, d) / (tk * hkv);
@@ -813,15 +830,22 @@ static int bwd_case(int trial, int device, char *what, size_t what_len)
             return 0;
         }
     }
-    buf gq[2], gk[2], gv[2];
-    for (int i = 0; i < 2; i++) {
+    buf gq[3], gk[3], gv[3];
+    for (int i = 0; i < 3; i++) {
         gq[i] = buf_new((size_t)(tq * hq * d) * os, 0xA5);
         gk[i] = buf_new((size_t)(tk * hkv * d) * os, 0xA5);
         gv[i] = buf_new((size_t)(tk * hkv * d) * os, 0xA5);
     }
-    mxfa_ctx *ctx[2] = {cpu, gpu};
-    mxfa_status st[2];
-    for (int i = 0; i < 2; i++) {
+    /* the fused cases run the GPU twice: every byte the same */
+    mxfa_ctx *ctx[3] = {cpu, gpu, gpu};
+    mxfa_status st[3] = {MXFA_OK, MXFA_OK, MXFA_OK};
+    for (int i = 0; i < (bwd_fused_only ? 3 : 2); i++) {
+        if (i == 2) { /* the second GPU run on another grid: 2 CTAs, or uncapped after a cap */
+            if (ctas)
+                unsetenv("MXFA_BWD_MAX_CTAS");
+            else
+                setenv("MXFA_BWD_MAX_CTAS", "2", 1);
+        }
         const int dev = i && device;
         mxfa_tensor qt = t3_layout(&q, dev, in, layout, tq, hq, d), kt = t3_layout(&k, dev, in, layout, tk, hkv, d),
                     vt = t3_layout(&v, dev, in, layout, tk, hkv, d), gt = t3_layout(&g, dev, in, layout, tq, hq, d);
@@ -831,9 +855,14 @@ static int bwd_case(int trial, int device, char *what, size_t what_len)
         st[i] = mxfa_attn_bwd(ctx[i], &p, &qt, &kt, &vt, &ot, &gt, &lt, cq, ck, batch, &dqt, &dkt, &dvt);
     }
     fetch(&gq[1]), fetch(&gk[1]), fetch(&gv[1]);
-    int good = st[0] == MXFA_OK && st[1] == MXFA_OK;
+    fetch(&gq[2]), fetch(&gk[2]), fetch(&gv[2]);
+    int good = st[0] == MXFA_OK && st[1] == MXFA_OK && st[2] == MXFA_OK;
     if (!good)
-        snprintf(what + strlen(what), what_len - strlen(what), "; %s", mxfa_last_error(st[1] ? gpu : cpu));
+        snprintf(what + strlen(what), what_len - strlen(what), "; %s", mxfa_last_error(st[0] ? cpu : gpu));
+    if (good && bwd_fused_only && !(same(&gq[1], &gq[2]) && same(&gk[1], &gk[2]) && same(&gv[1], &gv[2]))) {
+        snprintf(what + strlen(what), what_len - strlen(what), "; two runs of the same call on different grids differ");
+        good = 0;
+    }
     const buf *pairs[3][2] = {{&gq[0], &gq[1]}, {&gk[0], &gk[1]}, {&gv[0], &gv[1]}};
     static const char *const names[3] = {"dQ", "dK", "dV"};
     for (int w = 0; w < 3 && good; w++) {
@@ -852,7 +881,7 @@ static int bwd_case(int trial, int device, char *what, size_t what_len)
         good = 0;
     }
     buf_free(&q), buf_free(&k), buf_free(&v), buf_free(&g), buf_free(&o), buf_free(&lse);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         buf_free(&gq[i]), buf_free(&gk[i]), buf_free(&gv[i]);
     return good;
 }
@@ -1057,8 +1086,18 @@ int main(void)
         run_cases_against("attention forward, a row whose first tiles' scores are all -Inf and a NaN or Inf in "
                           "their V (the reference skips those tiles for that row)", attn_unseen_case, 12,
                           "the cpu backend's");
+        setenv("MXFA_BWD_COMPOSED", "1", 1); /* the composition under both models */
         run_cases_against("attention backward under sm90-fp8 and sm90-bf16 (D = 64, 128, 256)", bwd_case, 40,
                           "the cpu backend's");
+        unsetenv("MXFA_BWD_COMPOSED");
+        bwd_fused_only = 1;
+        setenv("MXFA_BWD_FUSED", "1", 1); /* each of these calls must take the fused kernel */
+        run_cases_against("attention backward under sm90-bf16, the fused kernel's cases (D = 64, 128; no mask and "
+                          "the plain causal one)",
+                          bwd_case, 40, "the cpu backend's (and two runs on different grids, every byte the same)");
+        bwd_fused_only = 0;
+        unsetenv("MXFA_BWD_MAX_CTAS");
+        unsetenv("MXFA_BWD_FUSED");
         big_gemm(MXFA_MODEL_SM90_FP8);
         big_gemm(MXFA_MODEL_SM90_BF16);
     } else {

@@ -43,14 +43,17 @@
 // The scores of one (sequence, head) are materialized in fp32 (S then P,
 // dP then dS: 8 bytes a score, 2 more for the codes, 6 more for the
 // leak-free mask's bf16 copies), so the memory
-// grows with the square of the longest sequence. On Blackwell the fused
-// kernel of the design (gpu/sm100/attn_bwd.cuh: dK and dV resident per key
-// tile, dQ chained in key-tile order) takes D = 64 and 128 without the
-// leak-free mask; on Hopper there is none yet.
+// grows with the square of the longest sequence. The fused kernels of the
+// design (dK and dV resident per key tile, dQ chained in key-tile order:
+// gpu/sm100/attn_bwd.cuh on Blackwell, sm90/bwd_bf16.cuh on Hopper under
+// sm90-bf16) take D = 64 and 128 without the leak-free mask, with the
+// default tiles; the composition computes the rest (sm90-fp8, D = 256, the
+// leak-free mask, other tiles).
 #include "exp2.cuh"
 #include "hopper.cuh"
 #include "mx.cuh"
 #include "nd3.cuh"
+#include "sm90/bwd_bf16.cuh"
 
 namespace mxfa_gpu {
 namespace {
@@ -253,6 +256,153 @@ __global__ void bwd_k_bf16(nd3 k, int64_t tok0, int64_t h, int64_t n, uint16_t *
         rows[j * k.n2 + e] = v;
         cols[e * ldt + j] = v;
     }
+}
+
+// ---- the fused sm90-bf16 path: its packing and stores ----
+
+// Q, K or dO: x [tokens][H][D] (fp32 or bf16, any strides) quantized in
+// square blocks of 32 tokens x 32 columns (each sequence's blocks from its
+// first token) and widened to bf16 rows [H][rows][D] and, with cols, also
+// to columns [H][D][rows] (packed rows; padding rows zero). A warp a block,
+// a lane a token: its 32 elements read as four pieces of 8, the block's
+// rule from the warp's statistics; a column's 32 tokens are then 64
+// contiguous bytes, one store of the warp. Grid x over rows / 32 * D / 32 /
+// 4 blocks of 4 warps, y over the heads.
+template <int D>
+__global__ void __launch_bounds__(128) bwd_pack_square(nd3 x, int preset, const fwd90::seq *seqs, int batch,
+                                                       bool keys, uint16_t *rows_out, uint16_t *cols_out, int64_t rows)
+{
+    const int64_t wgl = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32, h = blockIdx.y;
+    const int lane = (int)threadIdx.x % 32;
+    const int64_t p = (wgl / (D / 32)) * 32 + lane;
+    const int c0 = (int)(wgl % (D / 32)) * 32;
+    int64_t token = 0;
+    const bool real = p < rows && fwd90::packed_token(seqs, batch, keys, p, &token) >= 0;
+    uint32_t v[32];
+#pragma unroll
+    for (int k = 0; k < 32; k++)
+        v[k] = 0;
+    if (real)
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            load8_bits(x, token, h, c0 + 8 * k, v + 8 * k);
+    uint32_t top = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        top = umax(top, lane_top(v + 8 * k));
+    const fp8_fmt f = fp8_e4m3();
+    bool plain;
+    const block_rule rule = warp_rule<32>(f, preset, reduce_max(top, 32), v, 32, &plain);
+    uint32_t w[16];
+    const bool fast = plain && !rule.poisoned && rule.scale < 0xFFu; // no NaN code, no NaN scale
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        const uint32_t codes = encode4(f, rule, plain, v + 4 * k);
+        if (fast) {
+            const uint2 two = fwd90::widen4_plain(codes, e8m0_value(rule.scale));
+            w[2 * k] = two.x, w[2 * k + 1] = two.y;
+        } else {
+            uint32_t hh[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                hh[e] = fwd90::widen_e4m3(codes >> (8 * e) & 0xFFu, rule.scale);
+            w[2 * k] = hh[0] | hh[1] << 16, w[2 * k + 1] = hh[2] | hh[3] << 16;
+        }
+    }
+    if (p >= rows)
+        return;
+#pragma unroll
+    for (int k = 0; k < 16; k++)
+        w[k] = real ? w[k] : 0u;
+    uint4 *dst = reinterpret_cast<uint4 *>(rows_out + (h * rows + p) * D + c0);
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        dst[k] = make_uint4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]);
+    if (cols_out)
+#pragma unroll
+        for (int e = 0; e < 32; e++)
+            cols_out[(h * D + c0 + e) * rows + p] = (uint16_t)(w[e / 2] >> (16 * (e % 2)));
+}
+
+// Per query row and head: lse2 = fl(LSE log2 e) (LSE2_UNSEEN where LSE is
+// -Inf) and delta = sum over d of dO O, products and sums rounded in
+// increasing d (the reference's loop), into packed rows [H][rows]. A thread
+// a (token, head), heads fastest.
+template <int D>
+__global__ void bwd_prep_rows(const float *lse, int64_t ls0, int64_t ls1, nd3 dout, nd3 o, const fwd90::seq *seqs,
+                              int batch, int64_t tokens, float log2e, float *lse2, float *delta, int64_t rows)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, heads = o.n1;
+    if (i >= tokens * heads)
+        return;
+    const int64_t tok = i / heads, h = i % heads;
+    const int b = last_at_or_below(batch, tok, [&](int s) { return seqs[s].q0; });
+    const int64_t j = tok - seqs[b].q0;
+    if (j < 0 || j >= seqs[b].lq)
+        return; // (a token of no sequence)
+    const float l = lse[tok * ls0 + h * ls1];
+    float acc = 0.0f;
+#pragma unroll 1
+    for (int c = 0; c < D; c += 8) {
+        uint32_t u[8], v[8];
+        load8_bits(dout, tok, h, c, u);
+        load8_bits(o, tok, h, c, v);
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            acc = __fadd_rn(acc, __fmul_rn(__uint_as_float(u[k]), __uint_as_float(v[k])));
+    }
+    const int64_t at = h * rows + seqs[b].q_off + j;
+    lse2[at] = l == -__builtin_huge_valf() ? __uint_as_float(bwd90::LSE2_UNSEEN) : __fmul_rn(l, log2e);
+    delta[at] = acc;
+}
+
+// dQ = fl(dQ scale) from the packed rows [H][rows][D] into the output; a
+// thread four columns of a row. Grid x over rows * D / 4, y the heads.
+template <int D>
+__global__ void bwd_finish_q(const float *dq, const fwd90::seq *seqs, int batch, int64_t rows, float scale, nd3 out)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, h = blockIdx.y;
+    const int64_t p = i / (D / 4);
+    const int c = (int)(i % (D / 4)) * 4;
+    int64_t token;
+    if (p >= rows || fwd90::packed_token(seqs, batch, false, p, &token) < 0)
+        return;
+    const float4 v = *reinterpret_cast<const float4 *>(dq + (h * rows + p) * D + c);
+    store3(out, token, h, c, __fmul_rn(v.x, scale));
+    store3(out, token, h, c + 1, __fmul_rn(v.y, scale));
+    store3(out, token, h, c + 2, __fmul_rn(v.z, scale));
+    store3(out, token, h, c + 3, __fmul_rn(v.w, scale));
+}
+
+// dK and dV of a GQA group: each query head's fl(dK scale) and dV (packed
+// rows [Hq][rows][D]) summed in increasing head order, the first head's as
+// it is, into the outputs. Grid x over rows * D, y the key heads.
+template <int D>
+__global__ void bwd_finish_kv(const float *dk, const float *dv, const fwd90::seq *seqs, int batch, int64_t rows,
+                              int group, float scale, nd3 dk_out, nd3 dv_out)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, g = blockIdx.y;
+    const int64_t p = i / D;
+    const int c = (int)(i % D);
+    int64_t token;
+    if (p >= rows || fwd90::packed_token(seqs, batch, true, p, &token) < 0)
+        return;
+    float sk = 0.0f, sv = 0.0f;
+    for (int k = 0; k < group; k++) {
+        const int64_t at = ((g * group + k) * rows + p) * D + c;
+        const float vk = __fmul_rn(dk[at], scale), vv = dv[at];
+        sk = k == 0 ? vk : __fadd_rn(sk, vk);
+        sv = k == 0 ? vv : __fadd_rn(sv, vv);
+    }
+    store3(dk_out, token, g, c, sk);
+    store3(dv_out, token, g, c, sv);
+}
+
+__global__ void fill_u32(uint32_t *x, int64_t n, uint32_t v)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        x[i] = v;
 }
 
 // ---- host side ----
@@ -583,6 +733,198 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
 
 } // namespace
 
+// ---- the fused sm90-bf16 backward (bwd_bf16.cuh) ----
+
+namespace {
+
+// The packed rows of the queries and keys: each sequence from a multiple of
+// 128 (none: one tile, so that every tensor map is valid).
+void packed_rows(const attn_bwd_args &a, int64_t *q_rows, int64_t *k_rows)
+{
+    *q_rows = *k_rows = 0;
+    for (int b = 0; b < a.batch; b++) {
+        *q_rows += round_up((int64_t)a.cu_q[b + 1] - a.cu_q[b], bwd90::BMQ);
+        *k_rows += round_up((int64_t)a.cu_k[b + 1] - a.cu_k[b], bwd90::BN);
+    }
+    *q_rows = *q_rows ? *q_rows : bwd90::BMQ, *k_rows = *k_rows ? *k_rows : bwd90::BN;
+}
+
+// Where the fused kernel serves: sm90-bf16 on Hopper, D = 64 or 128, no mask
+// or the plain causal one, the default tiles, coordinates and items within
+// 32 bits, a kernel image with the registers its warpgroups share out (a
+// setmaxnreg.inc beyond them would wait forever). MXFA_BWD_COMPOSED=1 keeps
+// the composition (for measuring one against the other, and for testing it).
+bool fused_bf16_serves(const attn_bwd_args &a)
+{
+    const int64_t d = a.q.n2, hq = a.q.n1, hkv = a.k.n1;
+    const char *env = getenv("MXFA_BWD_COMPOSED");
+    if (!a.bf16_model || a.sm100 || a.leak_free || (d != 64 && d != 128) || a.block_m != 128 || a.block_n != 128 ||
+        (env && env[0] == '1'))
+        return false;
+    int64_t q_rows, k_rows;
+    packed_rows(a, &q_rows, &k_rows);
+    const int64_t lim = (int64_t)1 << 31;
+    if (hq * q_rows >= lim || hkv * k_rows >= lim || (k_rows / bwd90::BN) * hq >= lim)
+        return false;
+    cudaFuncAttributes fa;
+    const void *kernel = d == 64 ? (const void *)bwd90::attn_bwd_bf16<64, false>
+                                 : (const void *)bwd90::attn_bwd_bf16<128, false>;
+    const void *kernel_dyn = d == 64 ? (const void *)bwd90::attn_bwd_bf16<64, true>
+                                     : (const void *)bwd90::attn_bwd_bf16<128, true>;
+    const int need = (128 * bwd90::PRODUCER_REGS + 256 * bwd90::CONSUMER_REGS) / bwd90::THREADS;
+    if (cudaFuncGetAttributes(&fa, a.p_dynamic ? kernel_dyn : kernel) != cudaSuccess || fa.numRegs < need) {
+        cudaGetLastError(); // (cleared: the composition runs instead)
+        return false;
+    }
+    return true;
+}
+
+template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t stream)
+{
+    using namespace bwd90;
+    const int64_t hq = a.q.n1, hkv = a.k.n1, group = hq / hkv, tq = a.q.n0;
+    const int batch = a.batch;
+    seq *hs = static_cast<seq *>(malloc(sizeof(seq) * (size_t)batch));
+    if (!hs)
+        return cudaErrorMemoryAllocation;
+    int64_t q_rows = 0, k_rows = 0;
+    for (int b = 0; b < batch; b++) {
+        const int64_t lq = (int64_t)a.cu_q[b + 1] - a.cu_q[b], lk = (int64_t)a.cu_k[b + 1] - a.cu_k[b];
+        hs[b] = {a.cu_q[b], a.cu_k[b], lq, lk, q_rows, k_rows, 0};
+        q_rows += round_up(lq, BMQ), k_rows += round_up(lk, BN);
+    }
+    packed_rows(a, &q_rows, &k_rows);
+    const bool direct = group == 1;
+    // scratch: the bf16 operands (K also as columns, for dQ's B), lse2 and
+    // delta, dQ's accumulator, the semaphores, the sequences, and under GQA
+    // each query head's dK and dV
+    auto piece = [](size_t bytes) { return (bytes + 1023) / 1024 * 1024; };
+    const size_t qbf = (size_t)(hq * q_rows * D) * 2, kbf = (size_t)(hkv * k_rows * D) * 2;
+    const size_t partial = direct ? 0 : (size_t)(hq * k_rows * D) * 4;
+    const size_t sizes[] = {(size_t)(hq * q_rows * D) * 4, (size_t)(hq * (q_rows / BMQ)) * 4,
+                            (size_t)(hq * q_rows) * 4,      (size_t)(hq * q_rows) * 4,
+                            qbf,
+                            qbf,
+                            kbf,
+                            kbf,
+                            kbf,
+                            sizeof(seq) * (size_t)batch,
+                            partial,
+                            partial};
+    constexpr int N = sizeof sizes / sizeof sizes[0];
+    size_t at[N], total = 0;
+    for (int i = 0; i < N; i++)
+        at[i] = total, total += piece(sizes[i]);
+    scratch mem(stream);
+    uint8_t *base = nullptr;
+    cudaError_t e = mem.get(&base, total);
+    if (e != cudaSuccess) {
+        free(hs);
+        return e;
+    }
+    float *dq = reinterpret_cast<float *>(base + at[0]);
+    int *sem = reinterpret_cast<int *>(base + at[1]);
+    float *lse2 = reinterpret_cast<float *>(base + at[2]), *delta = reinterpret_cast<float *>(base + at[3]);
+    uint16_t *qw = reinterpret_cast<uint16_t *>(base + at[4]), *ow = reinterpret_cast<uint16_t *>(base + at[5]);
+    uint16_t *kw = reinterpret_cast<uint16_t *>(base + at[6]), *kt = reinterpret_cast<uint16_t *>(base + at[7]);
+    uint16_t *vw = reinterpret_cast<uint16_t *>(base + at[8]);
+    seq *dseqs = reinterpret_cast<seq *>(base + at[9]);
+    float *dk = direct ? nullptr : reinterpret_cast<float *>(base + at[10]);
+    float *dv = direct ? nullptr : reinterpret_cast<float *>(base + at[11]);
+    // zeros: dQ's accumulator, the semaphores, delta (padding rows); lse2
+    // unseen (padding rows); then the packing, each tensor in one launch
+    e = cudaMemsetAsync(base, 0, at[4], stream);
+    if (e == cudaSuccess) {
+        fill_u32<<<blocks_for(hq * q_rows, 256), 256, 0, stream>>>(reinterpret_cast<uint32_t *>(lse2), hq * q_rows,
+                                                                   LSE2_UNSEEN);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(dseqs, hs, sizeof(seq) * (size_t)batch, cudaMemcpyHostToDevice, stream);
+    if (e == cudaSuccess) {
+        const unsigned qsq = (unsigned)(q_rows / 32 * (D / 32) / 4), ksq = (unsigned)(k_rows / 32 * (D / 32) / 4);
+        bwd_pack_square<D><<<dim3(qsq, (unsigned)hq), 128, 0, stream>>>(a.q, a.preset, dseqs, batch, false, qw,
+                                                                        nullptr, q_rows);
+        bwd_pack_square<D><<<dim3(qsq, (unsigned)hq), 128, 0, stream>>>(a.dout, a.preset, dseqs, batch, false, ow,
+                                                                        nullptr, q_rows);
+        bwd_pack_square<D><<<dim3(ksq, (unsigned)hkv), 128, 0, stream>>>(a.k, a.preset, dseqs, batch, true, kw, kt,
+                                                                         k_rows);
+        fwd90::pack_rows_bf16<D><<<dim3((unsigned)(k_rows * D / 8 / 256), (unsigned)hkv), 256, 0, stream>>>(
+            a.v, a.preset, dseqs, batch, true, vw, k_rows);
+        if (tq > 0)
+            bwd_prep_rows<D><<<blocks_for(tq * hq, 128), 128, 0, stream>>>(
+                a.lse, a.ls0, a.ls1, a.dout, a.o, dseqs, batch, tq, a.log2e, lse2, delta, q_rows);
+        e = cudaGetLastError();
+    }
+    CUtensorMap m[7];
+    memset(m, 0, sizeof m);
+    const CUtensorMapDataType bf16 = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, f32 = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    const CUtensorMapSwizzle sw = CU_TENSOR_MAP_SWIZZLE_128B;
+    if (e == cudaSuccess &&
+        ((e = tensor_map(&m[0], bf16, kw, D, (uint64_t)(hkv * k_rows), D * 2, 64, BN, sw)) != cudaSuccess ||
+         (e = tensor_map(&m[1], bf16, vw, D, (uint64_t)(hkv * k_rows), D * 2, 64, BN, sw)) != cudaSuccess ||
+         (e = tensor_map(&m[2], bf16, kt, (uint64_t)k_rows, (uint64_t)(hkv * D), (uint64_t)k_rows * 2, 64, D, sw)) !=
+             cudaSuccess ||
+         (e = tensor_map(&m[3], bf16, qw, D, (uint64_t)(hq * q_rows), D * 2, 64, BQ, sw)) != cudaSuccess ||
+         (e = tensor_map(&m[4], bf16, ow, D, (uint64_t)(hq * q_rows), D * 2, 64, BQ, sw)) != cudaSuccess ||
+         (e = tensor_map(&m[5], f32, lse2, (uint64_t)q_rows, (uint64_t)hq, (uint64_t)q_rows * 4, BQ, 1,
+                         CU_TENSOR_MAP_SWIZZLE_NONE)) != cudaSuccess ||
+         (e = tensor_map(&m[6], f32, delta, (uint64_t)q_rows, (uint64_t)hq, (uint64_t)q_rows * 4, BQ, 1,
+                         CU_TENSOR_MAP_SWIZZLE_NONE)) != cudaSuccess))
+        ; // e says which
+    bwd_params p;
+    p.seqs = dseqs, p.batch = batch, p.group = (int)group, p.hq = (int)hq;
+    p.q_rows = q_rows, p.k_rows = k_rows, p.items = (int)((k_rows / BN) * hq);
+    p.c = a.c, p.causal = a.causal, p.preset = a.preset;
+    p.dq = dq, p.sem = sem;
+    p.direct = direct, p.scale = a.softmax_scale, p.dk_out = a.dk, p.dv_out = a.dv, p.dk = dk, p.dv = dv;
+    // Every CTA must be resident at once (an item waits on another CTA's
+    // dQ): at most one an SM, launched cooperatively, which fails rather
+    // than start fewer (under MPS limits, for one). MXFA_BWD_MAX_CTAS caps
+    // the grid, so that a test gives each CTA several items.
+    int dev = 0, sms = 0, per_sm = 0;
+    auto kernel = a.p_dynamic ? attn_bwd_bf16<D, true> : attn_bwd_bf16<D, false>;
+    if (e == cudaSuccess && (e = cudaGetDevice(&dev)) == cudaSuccess &&
+        (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) == cudaSuccess &&
+        (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, BWD_SMEM_BYTES<D>)) ==
+            cudaSuccess &&
+        (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, THREADS, BWD_SMEM_BYTES<D>)) ==
+            cudaSuccess) {
+        int64_t ctas = (int64_t)(sms > 1 ? sms : 1) * (per_sm > 1 ? 1 : per_sm);
+        const char *cap = getenv("MXFA_BWD_MAX_CTAS");
+        if (cap && atoi(cap) > 0 && atoi(cap) < ctas)
+            ctas = atoi(cap);
+        ctas = ctas < p.items ? ctas : p.items;
+        if (ctas < 1) {
+            e = cudaErrorLaunchOutOfResources; // no CTA fits an SM
+        } else {
+            cudaLaunchConfig_t cfg = {};
+            cfg.gridDim = dim3((unsigned)ctas), cfg.blockDim = dim3(THREADS);
+            cfg.dynamicSmemBytes = BWD_SMEM_BYTES<D>, cfg.stream = stream;
+            cudaLaunchAttribute coop;
+            coop.id = cudaLaunchAttributeCooperative, coop.val.cooperative = 1;
+            cfg.attrs = &coop, cfg.numAttrs = 1;
+            e = cudaLaunchKernelEx(&cfg, kernel, m[0], m[1], m[2], m[3], m[4], m[5], m[6], p);
+            if (e != cudaSuccess)
+                cudaGetLastError(); // (returned, not left for the next call's check)
+        }
+    }
+    // dQ = fl(dQ scale); under GQA, dK and dV summed over each key head's
+    // query heads
+    if (e == cudaSuccess) {
+        bwd_finish_q<D><<<dim3(blocks_for(q_rows * D / 4, 256), (unsigned)hq), 256, 0, stream>>>(
+            dq, dseqs, batch, q_rows, a.softmax_scale, a.dq);
+        if (!direct)
+            bwd_finish_kv<D><<<dim3(blocks_for(k_rows * D, 256), (unsigned)hkv), 256, 0, stream>>>(
+                dk, dv, dseqs, batch, k_rows, (int)group, a.softmax_scale, a.dk, a.dv);
+        e = cudaGetLastError();
+    }
+    free(hs);
+    return e;
+}
+
+} // namespace
+
 cudaError_t launch_attn_bwd_sm90(const attn_bwd_args &a, cudaStream_t stream)
 {
     const int64_t tq = a.q.n0, tk = a.k.n0, hq = a.q.n1, hkv = a.k.n1, d = a.q.n2, db = d / 32;
@@ -600,6 +942,18 @@ cudaError_t launch_attn_bwd_sm90(const attn_bwd_args &a, cudaStream_t stream)
         qblocks += (lq + 31) / 32, kblocks += (lk + 31) / 32;
         max_lq = lq > max_lq ? lq : max_lq, max_lk = lk > max_lk ? lk : max_lk;
         max_pair = lq * lk > max_pair ? lq * lk : max_pair;
+    }
+    const bool fused = fused_bf16_serves(a);
+    // MXFA_BWD_FUSED=1: a call the fused kernel does not take fails (tests
+    // of the kernel must not pass on the composition)
+    const char *want_fused = getenv("MXFA_BWD_FUSED");
+    if (want_fused && want_fused[0] == '1' && !fused) {
+        free(qsegs);
+        return cudaErrorNotSupported;
+    }
+    if (fused) {
+        free(qsegs);
+        return d == 64 ? fused_bf16<64>(a, stream) : fused_bf16<128>(a, stream);
     }
     // the scores of the sequence with the most, 10 bytes each (16 under the
     // leak-free mask), must fit in memory

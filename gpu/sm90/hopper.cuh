@@ -23,6 +23,16 @@ __device__ __forceinline__ uint64_t desc_sw128(const void *p)
            (uint64_t)1 << 62;
 }
 
+// The wgmma descriptor of an MN-major operand (B with imm-trans-b = 1) in
+// 128-byte swizzle: 128-byte rows along K, each 64 elements of N (M) in a
+// row; 8-row groups along K 1024 bytes apart (the stride byte offset), the
+// next 64 columns of N `panel` bytes on (the leading byte offset).
+__device__ __forceinline__ uint64_t desc_sw128_mn(const void *p, uint32_t panel)
+{
+    return (uint64_t)((smem_addr(p) & 0x3FFFF) >> 4) | (uint64_t)(panel >> 4) << 16 | (uint64_t)(1024 >> 4) << 32 |
+           (uint64_t)1 << 62;
+}
+
 // The same for rows of 64 bytes in 64-byte swizzle: 8-row atoms of 512
 // bytes.
 __device__ __forceinline__ uint64_t desc_sw64(const void *p)

@@ -1,0 +1,573 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The fused attention backward on Hopper under the sm90-bf16 model, bit for
+// bit the algorithm of cpu/ref/attn_bwd.c (docs/NUMERICS.md, "Attention
+// backward") for D = 64 and 128, no mask or the plain causal one, const or
+// dynamic P, the reference's tiles of 128 queries and 128 keys (block_m =
+// block_n = 128). Memory O(S): no score matrix anywhere.
+//
+// Before it, the packing (attn_bwd.cu): Q, K and dO quantized in 32 x 32
+// square blocks and V in row blocks along D, with the call's preset, each
+// widened exactly to bf16 (the model's operands), K also as columns (dQ's B);
+// LSE as lse2 = fl(LSE log2 e) and delta = rowsum(dO O) per packed query row
+// (padding rows and LSE = -Inf: LSE2_UNSEEN; delta 0).
+//
+// A work item is one key tile (128 keys) of one query head; a persistent
+// grid, a CTA an SM, launched cooperatively (every CTA resident: an item may
+// wait on another CTA's), takes the items in increasing order (key tile
+// major), each CTA its own in increasing order. The reference loops over key
+// tiles and, for each, over the query tiles that see any of its keys, in
+// order: an item's chains of dV and dK over the queries are those of the
+// reference, made in registers across the whole item. dQ is one chain per
+// query row over the key tiles in order: the item of key tile t waits on the
+// query tile's semaphore for the value t, loads dQ into registers, adds its
+// steps, stores it and sets t + 1 (the smallest unfinished item never waits
+// for a larger one: no deadlock).
+//
+// 384 threads, three warpgroups.
+// - Warpgroup 0, the producer: one thread issues the tensor-memory
+//   accelerator's copies: an item's K, V and K's columns once, then per step
+//   of 64 queries Q, dO, lse2 and delta through a ring of two stages.
+// - Warpgroups 1 and 2, the consumers: 64 keys each (keys as the rows of
+//   every product they make, so that the score tiles are their own A
+//   operands). For each step of 64 queries:
+//     S^T  = K Q^T                   (N = 64 queries, along D, from zero)
+//     P = exp2(fma(S, c, -lse2)), quantized (const, or square blocks under
+//         rceil), widened to bf16 in registers
+//     dP^T = V dO^T                  (along D, from an accumulator of +0)
+//     dV  += P^T dO                  (A from registers, B = dO MN-major, N = D)
+//     dS = P (dP - delta) in fp32, quantized in square blocks with the preset,
+//         widened; dK += dS^T Q (A from registers, B = Q MN-major); dS also
+//         to shared memory
+//     dQ  += dS K                    (both warpgroups' dS, 128 keys in order;
+//                                     each warpgroup half of D's columns)
+//   An item's end stores dK = fl(dK scale) and dV into the outputs (no GQA
+//   group), or each query head's dK and dV for the group's sums.
+// A square block of 32 keys x 32 queries is two warps' rows: its largest
+// |x| is a warp's shuffle, then an exchange with the neighbouring warp
+// through shared memory.
+#ifndef MXFA_GPU_SM90_BWD_BF16_CUH
+#define MXFA_GPU_SM90_BWD_BF16_CUH
+
+#include "exp2.cuh"
+#include "mx.cuh"
+#include "nd3.cuh"
+#include "sm90/fwd_pack.cuh"
+#include "sm90/fwd_softmax.cuh"
+#include "sm90/wgmma_bf16.cuh"
+
+namespace mxfa_gpu {
+namespace bwd90 {
+
+using namespace sm90;
+using fwd90::seq;
+
+constexpr int BN = 128;  // keys an item (the reference's key tile)
+constexpr int BMQ = 128; // the reference's query tile
+constexpr int BQ = 64;   // queries a step
+constexpr int THREADS = 384;
+// lse2 of a row whose LSE is -Inf, and of the padding rows: a NaN that no
+// arithmetic makes (the GPU's NaNs are 0x7FFFFFFF), so that the mask is
+// the reference's (LSE = -Inf), not lse2 = -Inf, which a finite LSE below
+// -2.4e38 also gives
+constexpr uint32_t LSE2_UNSEEN = 0xFFC00001u;
+constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
+// named barriers (0 is __syncthreads'): both consumer warpgroups', and a
+// pair of warps' (the two that share a square block's keys): 4 + 2 wi + w / 2
+enum bwd_barrier : uint32_t { BAR_CONSUMERS = 1, BAR_PAIR0 = 4 };
+
+template <int D> struct bwd_config {
+    static_assert(D == 64 || D == 128, "head dim");
+    static constexpr int P = D / 64; // 64-column (128-byte) panels of K, V, Q and dO rows
+    static constexpr int STAGES = 2;
+};
+
+// Shared memory, every operand in 128-byte rows in 128-byte swizzle, each
+// array 1024-byte aligned.
+template <int D> struct __align__(1024) bwd_shared {
+    using cf = bwd_config<D>;
+    uint16_t k[cf::P][BN * 64];   // K: the item's keys' rows, A of S^T
+    uint16_t v[cf::P][BN * 64];   // V, A of dP^T
+    uint16_t kt[BN / 64][D * 64]; // K^T: D rows of 64 keys a panel, B of dQ
+    uint16_t q[cf::STAGES][cf::P][BQ * 64]; // Q: B of S^T (K-major) and of dK (MN-major)
+    uint16_t o[cf::STAGES][cf::P][BQ * 64]; // dO: B of dP^T (K-major) and of dV (MN-major)
+    uint16_t ds[BN / 64][BQ * 64];   // dS: the step's 64 query rows, 64 keys a panel, A of dQ
+    alignas(128) float lse2[cf::STAGES][BQ];
+    alignas(128) float delta[cf::STAGES][BQ];
+    // a square block's statistics, [P or dS][warpgroup][warp][query block]:
+    // the largest |x| bits (NaN above Inf), and where that is not finite the
+    // exact ones (amax with NaN ignored, NaN and Inf flags)
+    uint32_t xtop[2][2][4][2];
+    uint32_t xamax[2][2][4][2];
+    uint32_t xflags[2][2][4][2];
+    uint64_t kv_full, kv_empty, full[cf::STAGES], empty[cf::STAGES];
+};
+template <int D> constexpr size_t BWD_SMEM_BYTES = sizeof(bwd_shared<D>) + 1024;
+static_assert(BWD_SMEM_BYTES<128> <= 227 * 1024 && BWD_SMEM_BYTES<64> <= 227 * 1024,
+              "shared memory of an H100 or H200 CTA");
+
+struct bwd_params {
+    const seq *seqs;
+    int batch, group, hq;
+    int64_t q_rows, k_rows; // packed rows a head (multiples of 128)
+    int items;              // (k_rows / BN) * hq
+    float c;                // fl(scale * log2 e)
+    bool causal;
+    int preset; // dS's (and Q's, K's, dO's, V's in the packing)
+    float *dq;  // [Hq][q_rows][D], zero at the start
+    // direct (no GQA group): dK = fl(dK scale) and dV into the outputs
+    // themselves; else dk, dv [Hq][k_rows][D]: each query head's dK (before
+    // the scale) and dV, summed over a group afterwards
+    bool direct;
+    float scale;
+    nd3 dk_out, dv_out;
+    float *dk, *dv;
+    int *sem;       // [Hq][q_rows / BMQ], zero at the start
+};
+
+// An item: key tile `tile` of the packed keys, query head h.
+struct bwd_item {
+    int h, kvh;
+    seq sq;
+    int c0;     // its first key in the sequence
+    int t;      // its index among the sequence's key tiles
+    int i0, nq; // the query tiles it visits: i0 .. i0 + nq - 1
+};
+
+__host__ __device__ inline bool make_item(const bwd_params &p, int w, bwd_item &it)
+{
+    const int tile = w / p.hq;
+    it.h = w % p.hq, it.kvh = it.h / p.group;
+    int lo = 0, hi = p.batch - 1; // the last sequence whose keys start at or before the tile
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (p.seqs[mid].k_off <= (int64_t)tile * BN)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    it.sq = p.seqs[lo];
+    it.c0 = (int)((int64_t)tile * BN - it.sq.k_off), it.t = it.c0 / BN;
+    const int lq = (int)it.sq.lq, lk = (int)it.sq.lk;
+    if (it.c0 >= lk)
+        return false;
+    // (a tile of keys that no query sees, of a sequence with no queries, is
+    // an item of no steps: its dK and dV are zeros)
+    const int nqt = (lq + BMQ - 1) / BMQ;
+    // the reference visits query tile i when its last row sees key c0
+    int i0 = 0;
+    if (p.causal)
+        while (i0 < nqt && (int64_t)(i0 * BMQ + BMQ < lq ? i0 * BMQ + BMQ : lq) - 1 + lk - lq < it.c0)
+            i0++;
+    it.i0 = i0, it.nq = nqt - i0;
+    return true;
+}
+
+#ifdef MXFA_SM90_CODE
+
+__device__ __forceinline__ int ld_acquire(const int *p)
+{
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_release(int *p, int v)
+{
+    asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// Byte offset of 16-bit element (row, col) in a panel of 128-byte rows in
+// 128-byte swizzle: the 16-byte chunk index xored with the row mod 8.
+__device__ __forceinline__ uint32_t sw128_at(int row, int col)
+{
+    const uint32_t b = (uint32_t)col * 2;
+    return (uint32_t)row * 128 + (((b >> 4) ^ ((uint32_t)row & 7)) << 4) + (b & 15);
+}
+
+// The rules of a thread's two square blocks (the 32 keys of warps w & ~1
+// and w | 1, the 32 queries of block qb = 0, 1; x holds the thread's 16
+// values of each, elements 16 qb .. 16 qb + 15): the largest |x| bits, a
+// warp's shuffle, then the neighbouring warp's through shared memory (the
+// pair's named barrier). Where that is not finite (a NaN or an Inf in the
+// block, rare) both warps of the pair take the exact statistics the same
+// way. plain: the block holds no NaN or Inf.
+template <int D>
+__device__ __forceinline__ void square_rules(bwd_shared<D> &sh, int kind, int wi, int w, const fp8_fmt &f8, int preset,
+                                             const float (&x)[BQ / 2], block_rule (&rule)[2], bool (&plain)[2])
+{
+    const uint32_t bar = BAR_PAIR0 + 2 * wi + w / 2;
+    const bool lead = threadIdx.x % 32 == 0;
+    uint32_t top[2];
+#pragma unroll
+    for (int qb = 0; qb < 2; qb++) {
+        uint32_t m = 0;
+#pragma unroll
+        for (int i = 16 * qb; i < 16 * qb + 16; i++)
+            m = umax(m, __float_as_uint(x[i]) & 0x7FFFFFFFu);
+        top[qb] = reduce_max(m, 32);
+        if (lead)
+            sh.xtop[kind][wi][w][qb] = top[qb];
+    }
+    named_sync(bar, 64);
+#pragma unroll
+    for (int qb = 0; qb < 2; qb++) {
+        top[qb] = umax(top[qb], sh.xtop[kind][wi][w ^ 1][qb]);
+        plain[qb] = top[qb] < kF32Inf;
+        if (plain[qb]) {
+            rule[qb] = rule_from_amax(f8, preset, top[qb], false, false);
+        } else { // (the same branch in both warps: top is the pair's)
+            amax_acc a;
+#pragma unroll
+            for (int i = 16 * qb; i < 16 * qb + 16; i++)
+                a.add(__float_as_uint(x[i]));
+            a.reduce(32);
+            if (lead) {
+                sh.xamax[kind][wi][w][qb] = a.amax;
+                sh.xflags[kind][wi][w][qb] = (uint32_t)a.nan | (uint32_t)a.inf << 1;
+            }
+            named_sync(bar, 64);
+            const uint32_t fl = sh.xflags[kind][wi][w ^ 1][qb];
+            a.amax = umax(a.amax, sh.xamax[kind][wi][w ^ 1][qb]);
+            a.nan |= (fl & 1u) != 0;
+            a.inf |= (fl & 2u) != 0;
+            rule[qb] = rule_from_amax(f8, preset, a.amax, a.nan, a.inf);
+        }
+    }
+}
+
+// Four values of one square block (fragment elements i .. i + 3: a row's
+// two columns, then the same columns 8 rows down) quantized under the
+// block's rule and widened to bf16: the two bf16 pairs, the upper row's
+// first. A plain block: the scaling, the paired conversions and the
+// widening of widen4_plain; otherwise element by element, as the reference.
+__device__ __forceinline__ uint2 quantize_widen4(const fp8_fmt &f8, const block_rule &r, bool plain, const float *x)
+{
+    const uint32_t b0 = __float_as_uint(x[0]), b1 = __float_as_uint(x[1]), b2 = __float_as_uint(x[2]),
+                   b3 = __float_as_uint(x[3]);
+    if (plain && !r.poisoned && r.scale < 0xFFu) {
+        const float rcp = e8m0_reciprocal(r.scale);
+        const uint32_t codes =
+            r.away ? encode4_away_plain(f8, rcp, b0, b1, b2, b3) : encode4_plain(f8, rcp, b0, b1, b2, b3);
+        return fwd90::widen4_plain(codes, e8m0_value(r.scale));
+    }
+    const uint32_t codes = encode4_general(f8, r, b0, b1, b2, b3);
+    uint32_t h[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        h[k] = fwd90::widen_e4m3(codes >> 8 * k & 0xFFu, r.scale);
+    return make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
+}
+
+// Rows (keys) and columns (queries) of accumulator element i of a thread
+// in an m64nN fragment: row 16w + g + 8 ((i / 2) % 2), column 8 (i / 4) +
+// 2t + i % 2.
+__device__ __forceinline__ int frag_row(int w, int g, int i) { return 16 * w + g + 8 * ((i / 2) % 2); }
+__device__ __forceinline__ int frag_col(int t, int i) { return 8 * (i / 4) + 2 * t + i % 2; }
+
+#endif // MXFA_SM90_CODE
+
+template <int D, bool P_DYNAMIC>
+__global__ void __launch_bounds__(THREADS, 1)
+    attn_bwd_bf16(const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
+                  const __grid_constant__ CUtensorMap map_kt, const __grid_constant__ CUtensorMap map_q,
+                  const __grid_constant__ CUtensorMap map_o, const __grid_constant__ CUtensorMap map_lse2,
+                  const __grid_constant__ CUtensorMap map_delta, const bwd_params p)
+{
+#ifdef MXFA_SM90_CODE
+    using cf = bwd_config<D>;
+    constexpr int STAGES = cf::STAGES;
+    extern __shared__ uint8_t raw[];
+    bwd_shared<D> &sh = aligned_shared<bwd_shared<D>>(raw);
+    if (threadIdx.x == 0) {
+        bar_init(&sh.kv_full, 1);
+        bar_init(&sh.kv_empty, 256);
+        init_ring(sh.full, sh.empty, 256);
+    }
+    __syncthreads();
+
+    const int warp = (int)threadIdx.x / 32;
+    if (warp < 4) { // the producer
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PRODUCER_REGS));
+        if (threadIdx.x != 0)
+            return;
+        int n = 0, j = 0;
+        for (int w = (int)blockIdx.x; w < p.items; w += (int)gridDim.x) {
+            bwd_item it;
+            if (!make_item(p, w, it))
+                continue;
+            if (n > 0)
+                bar_wait_idle(&sh.kv_empty, (n - 1) & 1);
+            const int key = (int)(it.sq.k_off + it.c0);
+            bar_expect(&sh.kv_full, sizeof sh.k + sizeof sh.v + sizeof sh.kt);
+            for (int pn = 0; pn < cf::P; pn++) {
+                tma_load(sh.k[pn], &map_k, 64 * pn, (int)(it.kvh * p.k_rows) + key, &sh.kv_full);
+                tma_load(sh.v[pn], &map_v, 64 * pn, (int)(it.kvh * p.k_rows) + key, &sh.kv_full);
+            }
+            for (int pn = 0; pn < BN / 64; pn++)
+                tma_load(sh.kt[pn], &map_kt, key + 64 * pn, it.kvh * D, &sh.kv_full);
+            n++;
+            for (int i = it.i0; i < it.i0 + it.nq; i++)
+                for (int half = 0; half < 2; half++, j++) {
+                    const int r0 = i * BMQ + half * BQ;
+                    if (r0 >= it.sq.lq)
+                        break;
+                    const int s = j % STAGES, phase = (j / STAGES) & 1;
+                    if (j >= STAGES)
+                        bar_wait_idle(&sh.empty[s], phase ^ 1);
+                    const int row = (int)(it.h * p.q_rows + it.sq.q_off) + r0;
+                    bar_expect(&sh.full[s], sizeof sh.q[0] + sizeof sh.o[0] + sizeof sh.lse2[0] + sizeof sh.delta[0]);
+                    for (int pn = 0; pn < cf::P; pn++) {
+                        tma_load(sh.q[s][pn], &map_q, 64 * pn, row, &sh.full[s]);
+                        tma_load(sh.o[s][pn], &map_o, 64 * pn, row, &sh.full[s]);
+                    }
+                    tma_load(sh.lse2[s], &map_lse2, (int)it.sq.q_off + r0, it.h, &sh.full[s]);
+                    tma_load(sh.delta[s], &map_delta, (int)it.sq.q_off + r0, it.h, &sh.full[s]);
+                }
+        }
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(CONSUMER_REGS));
+
+    const int wi = warp / 4 - 1, w = warp % 4, lane = (int)threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const fp8_fmt f8 = fp8_e4m3();
+    int n = 0, j = 0;
+    for (int item = (int)blockIdx.x; item < p.items; item += (int)gridDim.x) {
+        bwd_item it;
+        if (!make_item(p, item, it))
+            continue;
+        const int lq = (int)it.sq.lq, lk = (int)it.sq.lk;
+        float dv[D / 2], dk[D / 2];
+#pragma unroll
+        for (int i = 0; i < D / 2; i++)
+            dv[i] = 0.0f, dk[i] = 0.0f;
+        bar_wait(&sh.kv_full, n & 1);
+        const uint64_t kd = opaque(desc_sw128(&sh.k[0][wi * 64 * 64])), vd = opaque(desc_sw128(&sh.v[0][wi * 64 * 64]));
+        const uint64_t ktd = opaque(desc_sw128(sh.kt[0])) + wi * (D / 2) * 128 / 16;
+        // this thread's keys (rows of its fragments) in the sequence
+        const int key0 = it.c0 + wi * 64 + 16 * w + g;
+        for (int qi = it.i0; qi < it.i0 + it.nq; qi++)
+            for (int half = 0; half < 2; half++) {
+                const int r0 = qi * BMQ + half * BQ;
+                if (r0 >= lq)
+                    break;
+                const bool last_step = half == 1 || r0 + BQ >= lq; // of this query tile
+                const int s = j % STAGES;
+                bar_wait(&sh.full[s], (j / STAGES) & 1);
+                // S^T = K Q^T from zero, then dP^T = V dO^T from an
+                // accumulator of +0 (as the reference's chain: a first step
+                // without one would make -0 of products that are all -0, and
+                // dS = P (dP - delta) with delta = 0 keeps that sign into
+                // dS's codes), both along D, in two groups: P is made while
+                // dP's product runs
+                float sc[BQ / 2], dp[BQ / 2];
+                const uint64_t qd = opaque(desc_sw128(sh.q[s][0])), od = opaque(desc_sw128(sh.o[s][0]));
+#pragma unroll
+                for (int i = 0; i < BQ / 2; i++)
+                    dp[i] = 0.0f;
+                wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < D / 16; kk++) {
+                    const uint64_t da = kd + (kk / 4) * (BN * 128 / 16) + (kk % 4) * 2;
+                    const uint64_t db = qd + (kk / 4) * (BQ * 128 / 16) + (kk % 4) * 2;
+                    if (kk == 0)
+                        wgmma_bf16<BQ>::ss_zero(sc, da, db);
+                    else
+                        wgmma_bf16<BQ>::ss(sc, da, db);
+                }
+                wgmma_commit();
+#pragma unroll
+                for (int kk = 0; kk < D / 16; kk++)
+                    wgmma_bf16<BQ>::ss(dp, vd + (kk / 4) * (BN * 128 / 16) + (kk % 4) * 2,
+                                       od + (kk / 4) * (BQ * 128 / 16) + (kk % 4) * 2);
+                wgmma_commit();
+                wgmma_wait<1>();
+                fence_regs(sc);
+
+                // P in fp32 (kept for dS): 0 for a key past the sequence or
+                // past the row's limit, and for a row with LSE = -Inf (also
+                // the padding rows). Elements i .. i + 3 (i % 4 = 0) share
+                // their two columns. An interior step, where no key of the
+                // warpgroup's is masked and no row is unseen (all but a
+                // sequence's last keys and, under the causal mask, the
+                // diagonal), tests nothing an element.
+                {
+                    const int kw = it.c0 + wi * 64; // the warpgroup's first key
+                    bool unseen = false;
+#pragma unroll
+                    for (int i = 0; i < BQ / 2; i += 4) {
+                        const float2 l2 = *reinterpret_cast<const float2 *>(&sh.lse2[s][frag_col(t, i)]);
+                        unseen |= __float_as_uint(l2.x) == LSE2_UNSEEN || __float_as_uint(l2.y) == LSE2_UNSEEN;
+                    }
+                    const bool interior =
+                        kw + 63 < lk && (!p.causal || kw + 63 <= r0 + lk - lq) && !__any_sync(0xFFFFFFFFu, unseen);
+                    if (interior) {
+#pragma unroll
+                        for (int i = 0; i < BQ / 2; i += 4) {
+                            const float2 l2 = *reinterpret_cast<const float2 *>(&sh.lse2[s][frag_col(t, i)]);
+                            sc[i] = mx_exp2(__fmaf_rn(sc[i], p.c, -l2.x));
+                            sc[i + 1] = mx_exp2(__fmaf_rn(sc[i + 1], p.c, -l2.y));
+                            sc[i + 2] = mx_exp2(__fmaf_rn(sc[i + 2], p.c, -l2.x));
+                            sc[i + 3] = mx_exp2(__fmaf_rn(sc[i + 3], p.c, -l2.y));
+                        }
+                    } else {
+#pragma unroll
+                        for (int i = 0; i < BQ / 2; i++) {
+                            const int key = key0 + 8 * ((i / 2) % 2), qc = frag_col(t, i), q = r0 + qc;
+                            const float l2 = sh.lse2[s][qc];
+                            const bool masked =
+                                key >= lk || (p.causal && key > q + lk - lq) || __float_as_uint(l2) == LSE2_UNSEEN;
+                            sc[i] = masked ? 0.0f : mx_exp2(__fmaf_rn(sc[i], p.c, -l2));
+                        }
+                    }
+                }
+                // P quantized and widened: the A fragments of dV's four
+                // steps (queries 16kk .. 16kk + 15: elements 8kk .. 8kk + 7)
+                uint32_t pa[BQ / 16][4];
+                if constexpr (P_DYNAMIC) {
+                    // square blocks under rceil
+                    block_rule rule[2];
+                    bool plain[2];
+                    square_rules<D>(sh, 0, wi, w, f8, 0, sc, rule, plain);
+#pragma unroll
+                    for (int i = 0; i < BQ / 2; i += 4) {
+                        const uint2 two = quantize_widen4(f8, rule[i / 16], plain[i / 16], &sc[i]);
+                        pa[i / 8][(i % 8) / 2] = two.x, pa[i / 8][(i % 8) / 2 + 1] = two.y;
+                    }
+                } else {
+                    // E4M3(P * 256) under the scale 2^-8, in four instructions
+                    // a pair (p_pair_const); a warp with a NaN P (P is at least
+                    // +0 or NaN: its bits' unsigned maximum is above Inf just
+                    // when one is NaN) widens code by code, a NaN code to NaN
+                    uint32_t top = 0;
+#pragma unroll
+                    for (int i = 0; i < BQ / 2; i++)
+                        top = umax(top, __float_as_uint(sc[i]));
+                    const bool nan_p = __any_sync(0xFFFFFFFFu, top > kF32Inf);
+#pragma unroll
+                    for (int i = 0; i < BQ / 2; i += 2) {
+                        const uint32_t two = (uint32_t)__nv_cvt_float2_to_fp8x2(
+                            make_float2(__fmul_rn(sc[i], 256.0f), __fmul_rn(sc[i + 1], 256.0f)), __NV_SATFINITE,
+                            __NV_E4M3);
+                        pa[i / 8][(i % 8) / 2] =
+                            nan_p ? fwd90::widen_p(two & 0xFFu, 127) | fwd90::widen_p(two >> 8 & 0xFFu, 127) << 16
+                                  : fwd90::p_pair_const(two);
+                    }
+                }
+                // dV += P^T dO (dO as B: MN-major, 16 query rows a step);
+                // dP and dV both waited for before dS (P's fragments are not
+                // held past here: with them ptxas ran out of registers)
+                const uint64_t omn = opaque(desc_sw128_mn(sh.o[s][0], BQ * 128));
+                wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < BQ / 16; kk++)
+                    wgmma_bf16<D>::rs_mn(dv, pa[kk], omn + kk * (16 * 128 / 16));
+                wgmma_commit();
+
+                // dS = P (dP - delta), 0 where P is 0 (the reference skips it)
+                wgmma_wait<0>();
+                fence_regs(dp);
+                fence_regs(dv);
+                hold_fragments(pa);
+#pragma unroll
+                for (int i = 0; i < BQ / 2; i += 4) {
+                    const float2 dl = *reinterpret_cast<const float2 *>(&sh.delta[s][frag_col(t, i)]);
+#pragma unroll
+                    for (int k = 0; k < 4; k++)
+                        dp[i + k] = sc[i + k] == 0.0f ? 0.0f : __fmul_rn(sc[i + k], __fsub_rn(dp[i + k], k % 2 ? dl.y : dl.x));
+                }
+                // dS quantized in square blocks with the preset, widened: the
+                // A fragments of dK's steps, and, transposed, dQ's A in
+                // shared memory (the previous step's dQ product has read
+                // sh.ds: the consumers' barrier after it)
+                uint32_t da[BQ / 16][4];
+                {
+                    block_rule rule[2];
+                    bool plain[2];
+                    square_rules<D>(sh, 1, wi, w, f8, p.preset, dp, rule, plain);
+                    uint8_t *dsp = reinterpret_cast<uint8_t *>(sh.ds[wi]);
+#pragma unroll
+                    for (int i = 0; i < BQ / 2; i += 4) {
+                        const uint2 two = quantize_widen4(f8, rule[i / 16], plain[i / 16], &dp[i]);
+                        da[i / 8][(i % 8) / 2] = two.x, da[i / 8][(i % 8) / 2 + 1] = two.y;
+                        const int kr = frag_row(w, g, i), qc = frag_col(t, i);
+                        *reinterpret_cast<uint16_t *>(dsp + sw128_at(qc, kr)) = (uint16_t)two.x;
+                        *reinterpret_cast<uint16_t *>(dsp + sw128_at(qc + 1, kr)) = (uint16_t)(two.x >> 16);
+                        *reinterpret_cast<uint16_t *>(dsp + sw128_at(qc, kr + 8)) = (uint16_t)two.y;
+                        *reinterpret_cast<uint16_t *>(dsp + sw128_at(qc + 1, kr + 8)) = (uint16_t)(two.y >> 16);
+                    }
+                }
+                // dK += dS^T Q, issued at once (its A is this thread's); then
+                // this query tile's turn on its semaphore, both warpgroups'
+                // dS written (generic writes made visible to the tensor
+                // cores), dQ loaded and dQ += dS K
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                const uint64_t qmn = opaque(desc_sw128_mn(sh.q[s][0], BQ * 128)), dsd = opaque(desc_sw128(sh.ds[0]));
+                wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < BQ / 16; kk++)
+                    wgmma_bf16<D>::rs_mn(dk, da[kk], qmn + kk * (16 * 128 / 16));
+                wgmma_commit();
+                int *sem = p.sem + (int64_t)it.h * (p.q_rows / BMQ) + it.sq.q_off / BMQ + qi;
+                if (threadIdx.x == 128)
+                    while (ld_acquire(sem) != it.t)
+                        __nanosleep(64);
+                __syncwarp();
+                named_sync(BAR_CONSUMERS, 256);
+                float dq[D / 4];
+                float *dqg = p.dq + ((int64_t)it.h * p.q_rows + it.sq.q_off + r0) * D + wi * (D / 2);
+#pragma unroll
+                for (int i = 0; i < D / 4; i += 2) {
+                    const float2 v2 = __ldcg(reinterpret_cast<const float2 *>(dqg + (int64_t)frag_row(w, g, i) * D +
+                                                                             frag_col(t, i)));
+                    dq[i] = v2.x, dq[i + 1] = v2.y;
+                }
+                wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < BN / 16; kk++)
+                    wgmma_bf16<D / 2>::ss(dq, dsd + (kk / 4) * (BQ * 128 / 16) + (kk % 4) * 2,
+                                          ktd + (kk / 4) * (D * 128 / 16) + (kk % 4) * 2);
+                wgmma_commit();
+                wgmma_wait<0>();
+                fence_regs(dq);
+                fence_regs(dk);
+                hold_fragments(da);
+#pragma unroll
+                for (int i = 0; i < D / 4; i += 2)
+                    __stcg(reinterpret_cast<float2 *>(dqg + (int64_t)frag_row(w, g, i) * D + frag_col(t, i)),
+                           make_float2(dq[i], dq[i + 1]));
+                __threadfence();
+                named_sync(BAR_CONSUMERS, 256);
+                if (threadIdx.x == 128 && last_step)
+                    st_release(sem, it.t + 1);
+                bar_arrive(&sh.empty[s]);
+                j++;
+            }
+        // the item's keys' dK and dV: the outputs' rows, or this query
+        // head's partials (dK before the scale)
+        if (p.direct) {
+#pragma unroll
+            for (int i = 0; i < D / 2; i++) {
+                const int key = it.c0 + wi * 64 + frag_row(w, g, i), c = frag_col(t, i);
+                if (key < lk) {
+                    store3(p.dk_out, it.sq.k0 + key, it.kvh, c, __fmul_rn(dk[i], p.scale));
+                    store3(p.dv_out, it.sq.k0 + key, it.kvh, c, dv[i]);
+                }
+            }
+        } else {
+            const int64_t base = ((int64_t)it.h * p.k_rows + it.sq.k_off + it.c0 + wi * 64) * D;
+#pragma unroll
+            for (int i = 0; i < D / 2; i += 2) {
+                const int64_t at = base + (int64_t)frag_row(w, g, i) * D + frag_col(t, i);
+                *reinterpret_cast<float2 *>(p.dk + at) = make_float2(dk[i], dk[i + 1]);
+                *reinterpret_cast<float2 *>(p.dv + at) = make_float2(dv[i], dv[i + 1]);
+            }
+        }
+        bar_arrive(&sh.kv_empty);
+        n++;
+    }
+#endif
+}
+
+} // namespace bwd90
+} // namespace mxfa_gpu
+
+#endif
