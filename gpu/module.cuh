@@ -105,7 +105,8 @@ cudaError_t launch_attn_fwd_sm90_bf16(const attn_fwd_args &a, cudaStream_t strea
 cudaError_t launch_attn_fwd_sm100(const attn_fwd_args &a, cudaStream_t stream);
 
 // Attention backward under sm90-fp8 or sm90-bf16 (gpu/sm90/attn_bwd.cu), on
-// a Hopper GPU, as the forward pass.
+// a Hopper GPU, as the forward pass: the fused sm90-bf16 kernel where it
+// serves, else launch_attn_bwd_composed.
 struct attn_bwd_args {
     nd3 q, k, v, o, dout, dq, dk, dv;
     const float *lse; // [tokens_q, Hq] with strides ls0, ls1
@@ -117,6 +118,9 @@ struct attn_bwd_args {
     float softmax_scale, log2e, c; // c = softmax_scale * log2e, one fp32 product
 };
 cudaError_t launch_attn_bwd_sm90(const attn_bwd_args &a, cudaStream_t stream);
+// The backward composed of GEMM calls (gpu/common/attn_bwd_composed.cu):
+// every model's products (sm90-fp8, sm90-bf16, sm100), every feature.
+cudaError_t launch_attn_bwd_composed(const attn_bwd_args &a, cudaStream_t stream);
 // The same under the sm100 model on Blackwell (gpu/sm100/attn_bwd.cu): the
 // fused kernel where it applies, else the composition above on Blackwell's
 // GEMMs.

@@ -356,7 +356,7 @@ cudaError_t launch_attn_bwd_sm100(const attn_bwd_args &a, cudaStream_t stream)
 {
     const int64_t d = a.q.n2;
     if (a.leak_free || a.block_m != BM || a.block_n != BN || (d != 64 && d != 128))
-        return launch_attn_bwd_sm90(a, stream); // the composition, on Blackwell's GEMMs
+        return launch_attn_bwd_composed(a, stream); // on Blackwell's GEMMs
     auto of = [&](auto dd) {
         constexpr int D = decltype(dd)::value;
         return a.p_dynamic ? launch_fused<D, true>(a, stream) : launch_fused<D, false>(a, stream);
