@@ -534,10 +534,14 @@ __global__ void __launch_bounds__(THREADS, 1)
                 for (int i = 0; i < D / 4; i += 2)
                     __stcg(reinterpret_cast<float2 *>(dqg + (int64_t)frag_row(w, g, i) * D + frag_col(t, i)),
                            make_float2(dq[i], dq[i + 1]));
-                __threadfence();
+                // every consumer's stores, then one thread's fence and
+                // release (the pattern of a grid's barrier: the CTA's
+                // barrier orders the others' stores before its fence)
                 named_sync(BAR_CONSUMERS, 256);
-                if (threadIdx.x == 128 && last_step)
+                if (threadIdx.x == 128 && last_step) {
+                    __threadfence();
                     st_release(sem, it.t + 1);
+                }
                 bar_arrive(&sh.empty[s]);
                 j++;
             }
