@@ -183,9 +183,10 @@ void packed_rows(const attn_bwd_args &a, int64_t *q_rows, int64_t *k_rows)
 }
 
 // Where the fused kernel serves: sm90-bf16 on Hopper, D = 64 or 128, no mask
-// or the plain causal one, the default tiles, coordinates and items within
-// 32 bits, a kernel image with the registers its warpgroups share out (a
-// setmaxnreg.inc beyond them would wait forever). MXFA_BWD_COMPOSED=1 keeps
+// or the plain causal one, the default tiles, coordinates within 32 bits,
+// items with room for a grid's stride below 2^31, heads within a grid's y
+// (the packing's), a kernel image with the registers its warpgroups share
+// out (a setmaxnreg.inc beyond them would wait forever). MXFA_BWD_COMPOSED=1 keeps
 // the composition (for measuring one against the other, and for testing it).
 bool fused_bf16_serves(const attn_bwd_args &a)
 {
@@ -197,7 +198,8 @@ bool fused_bf16_serves(const attn_bwd_args &a)
     int64_t q_rows, k_rows;
     packed_rows(a, &q_rows, &k_rows);
     const int64_t lim = (int64_t)1 << 31;
-    if (hq * q_rows >= lim || hkv * k_rows >= lim || (k_rows / bwd90::BN) * hq >= lim)
+    if (hq > 65535 || hkv > 65535 || hq * q_rows >= lim || hkv * k_rows >= lim ||
+        (k_rows / bwd90::BN) * hq >= lim - 65536)
         return false;
     cudaFuncAttributes fa;
     const void *kernel = d == 64 ? (const void *)bwd90::attn_bwd_bf16<64, false>
@@ -313,8 +315,10 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
     p.direct = direct, p.scale = a.softmax_scale, p.dk_out = a.dk, p.dv_out = a.dv, p.dk = dk, p.dv = dv;
     // Every CTA must be resident at once (an item waits on another CTA's
     // dQ): at most one an SM, launched cooperatively, which fails rather
-    // than start fewer (under MPS limits, for one). MXFA_BWD_MAX_CTAS caps
-    // the grid, so that a test gives each CTA several items.
+    // than start fewer; where the device holds fewer at once than it has
+    // SMs (an MPS client's share, for one), half as many, down to one, for
+    // the kernel is exact on any grid. MXFA_BWD_MAX_CTAS caps the grid, so
+    // that a test gives each CTA several items.
     int dev = 0, sms = 0, per_sm = 0;
     auto kernel = a.p_dynamic ? attn_bwd_bf16<D, true> : attn_bwd_bf16<D, false>;
     if (e == cudaSuccess && (e = cudaGetDevice(&dev)) == cudaSuccess &&
@@ -337,7 +341,12 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
             cudaLaunchAttribute coop;
             coop.id = cudaLaunchAttributeCooperative, coop.val.cooperative = 1;
             cfg.attrs = &coop, cfg.numAttrs = 1;
-            e = cudaLaunchKernelEx(&cfg, kernel, m[0], m[1], m[2], m[3], m[4], m[5], m[6], p);
+            while ((e = cudaLaunchKernelEx(&cfg, kernel, m[0], m[1], m[2], m[3], m[4], m[5], m[6], p)) ==
+                       cudaErrorCooperativeLaunchTooLarge &&
+                   cfg.gridDim.x > 1) {
+                cudaGetLastError();
+                cfg.gridDim.x /= 2;
+            }
             if (e != cudaSuccess)
                 cudaGetLastError(); // (returned, not left for the next call's check)
         }
