@@ -77,6 +77,19 @@ __device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int 
                  : "memory");
 }
 
+// A flag in global memory read with acquire and written with release at
+// the GPU's scope: the backward kernels' turns on dQ, passed between CTAs.
+__device__ __forceinline__ int ld_acquire(const int *p)
+{
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_release(int *p, int v)
+{
+    asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
 // The tile of D that block `id` of the grid makes, as (tile row, tile
 // column): tiles go in groups of eight rows of tiles, down each column of a
 // group first, so that a wave of blocks reuses B's tiles from L2.

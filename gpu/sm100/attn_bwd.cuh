@@ -192,18 +192,6 @@ __host__ __device__ __forceinline__ int sf_byte(int r, int c)
 }
 
 #ifdef MXFA_SM100_CODE
-__device__ __forceinline__ int ld_acquire(const int *p)
-{
-    int v;
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
-__device__ __forceinline__ void st_release(int *p, int v)
-{
-    asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
 // Two 16-byte chunks (32 codes) into row `row` of a 128-byte-swizzled
 // operand of 128-byte rows, at chunks c and c + 1 of the row.
 __device__ __forceinline__ void store_chunks(uint8_t *base, int row, int c, const uint32_t (&w)[8])

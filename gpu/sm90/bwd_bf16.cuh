@@ -164,17 +164,6 @@ __host__ __device__ inline bool make_item(const bwd_params &p, int w, bwd_item &
 
 #ifdef MXFA_SM90_CODE
 
-__device__ __forceinline__ int ld_acquire(const int *p)
-{
-    int v;
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ void st_release(int *p, int v)
-{
-    asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
 // Byte offset of 16-bit element (row, col) in a panel of 128-byte rows in
 // 128-byte swizzle: the 16-byte chunk index xored with the row mod 8.
 __device__ __forceinline__ uint32_t sw128_at(int row, int col)
