@@ -56,8 +56,10 @@ for f in $files; do
     # spills in the attention kernels beyond what is stated: none, but the
     # leak-free D = 256 kernel (one warpgroup, 255 registers, the bf16 steps
     # on O beside the rest) spills about 7 KB, its known cost, noted in
-    # BENCHMARKS.md, and the backward's dynamic-P instance at D = 128 (the
-    # square blocks' rules of P beside S, dP, dV and dK) about 80 bytes
+    # BENCHMARKS.md, and the backward's instances: its producer warpgroup
+    # (24 registers a thread for the copies' thread and the dQ agent) spills
+    # about 100 bytes in each, and the dynamic-P instance at D = 128 (the
+    # square blocks' rules of P beside S, dP, dV and dK) about 100 more
     case $f in
     attn_* | fwd_bf16*) ;;
     *) continue ;;
@@ -66,7 +68,8 @@ for f in $files; do
     over=$(awk '
         /Compiling entry function/ { k = $0; allowed = 0
             if (k ~ /attn_fwd_sm90ILi256ELb1E/ || k ~ /attn_fwd_bf16ILi256ELi[0-9]*ELb[01]ELb1E/) allowed = 8192
-            if (k ~ /attn_bwd_bf16ILi128ELb1E/) allowed = 128 }
+            if (k ~ /attn_bwd_bf16ILi/) allowed = 128
+            if (k ~ /attn_bwd_bf16ILi128ELb1E/) allowed = 256 }
         / bytes spill stores/ {
             for (i = 1; i < NF; i++)
                 if ($(i + 1) == "bytes" && $(i + 2) == "spill" && $(i + 3) == "stores," && $i + 0 > allowed)

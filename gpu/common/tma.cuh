@@ -90,6 +90,18 @@ __device__ __forceinline__ void st_release(int *p, int v)
     asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+// The box of `map` at (c0, c1) from shared memory, through the async proxy,
+// in the thread's current bulk group; tma_store_commit closes the group and
+// tma_store_wait_all waits until every group's writes are done.
+__device__ __forceinline__ void tma_store(const CUtensorMap *map, int c0, int c1, const void *src)
+{
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(map), "r"(c0),
+                 "r"(c1), "r"(smem_addr(src))
+                 : "memory");
+}
+__device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void tma_store_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+
 // The tile of D that block `id` of the grid makes, as (tile row, tile
 // column): tiles go in groups of eight rows of tiles, down each column of a
 // group first, so that a wave of blocks reuses B's tiles from L2.

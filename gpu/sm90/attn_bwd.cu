@@ -291,7 +291,7 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
                 a.lse, a.ls0, a.ls1, a.dout, a.o, dseqs, batch, tq, a.log2e, lse2, delta, q_rows);
         e = cudaGetLastError();
     }
-    CUtensorMap m[7];
+    CUtensorMap m[8];
     memset(m, 0, sizeof m);
     const CUtensorMapDataType bf16 = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, f32 = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
     const CUtensorMapSwizzle sw = CU_TENSOR_MAP_SWIZZLE_128B;
@@ -305,7 +305,8 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
          (e = tensor_map(&m[5], f32, lse2, (uint64_t)q_rows, (uint64_t)hq, (uint64_t)q_rows * 4, BQ, 1,
                          CU_TENSOR_MAP_SWIZZLE_NONE)) != cudaSuccess ||
          (e = tensor_map(&m[6], f32, delta, (uint64_t)q_rows, (uint64_t)hq, (uint64_t)q_rows * 4, BQ, 1,
-                         CU_TENSOR_MAP_SWIZZLE_NONE)) != cudaSuccess))
+                         CU_TENSOR_MAP_SWIZZLE_NONE)) != cudaSuccess ||
+         (e = tensor_map(&m[7], f32, dq, D, (uint64_t)(hq * q_rows), D * 4, 32, BQ, sw)) != cudaSuccess))
         ; // e says which
     bwd_params p;
     p.seqs = dseqs, p.batch = batch, p.group = (int)group, p.hq = (int)hq;
@@ -341,7 +342,7 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
             cudaLaunchAttribute coop;
             coop.id = cudaLaunchAttributeCooperative, coop.val.cooperative = 1;
             cfg.attrs = &coop, cfg.numAttrs = 1;
-            while ((e = cudaLaunchKernelEx(&cfg, kernel, m[0], m[1], m[2], m[3], m[4], m[5], m[6], p)) ==
+            while ((e = cudaLaunchKernelEx(&cfg, kernel, m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], p)) ==
                        cudaErrorCooperativeLaunchTooLarge &&
                    cfg.gridDim.x > 1) {
                 cudaGetLastError();

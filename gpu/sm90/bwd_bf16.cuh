@@ -19,14 +19,18 @@
 // order: an item's chains of dV and dK over the queries are those of the
 // reference, made in registers across the whole item. dQ is one chain per
 // query row over the key tiles in order: the item of key tile t waits on the
-// query tile's semaphore for the value t, loads dQ into registers, adds its
-// steps, stores it and sets t + 1 (the smallest unfinished item never waits
-// for a larger one: no deadlock).
+// query tile's semaphore for the value t, loads dQ, adds its steps, stores
+// it and sets t + 1 (the smallest unfinished item never waits for a larger
+// one: no deadlock). The producer's dQ agent does the waiting, loading,
+// storing and releasing, a step ahead where it can; the consumers only
+// read and write dQ in shared memory around their product.
 //
 // 384 threads, three warpgroups.
 // - Warpgroup 0, the producer: one thread issues the tensor-memory
 //   accelerator's copies: an item's K, V and K's columns once, then per step
-//   of 64 queries Q, dO, lse2 and delta through a ring of two stages.
+//   of 64 queries Q, dO, lse2 and delta through a ring of two stages;
+//   another, the dQ agent, per step: the semaphore's wait, dQ's load, its
+//   store once the consumers are done, and the release.
 // - Warpgroups 1 and 2, the consumers: 64 keys each (keys as the rows of
 //   every product they make, so that the score tiles are their own A
 //   operands). For each step of 64 queries:
@@ -71,6 +75,9 @@ constexpr int THREADS = 384;
 // -2.4e38 also gives
 constexpr uint32_t LSE2_UNSEEN = 0xFFC00001u;
 constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
+// setmaxnreg moves registers between warpgroups; their sum cannot exceed what
+// one CTA of THREADS was given (65536 / 384 rounded down to 8 = 168 a thread)
+static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 168 * THREADS, "register split exceeds the CTA's file");
 // named barriers (0 is __syncthreads'): both consumer warpgroups', and a
 // pair of warps' (the two that share a square block's keys): 4 + 2 wi + w / 2
 enum bwd_barrier : uint32_t { BAR_CONSUMERS = 1, BAR_PAIR0 = 4 };
@@ -90,7 +97,15 @@ template <int D> struct __align__(1024) bwd_shared {
     uint16_t kt[BN / 64][D * 64]; // K^T: D rows of 64 keys a panel, B of dQ
     uint16_t q[cf::STAGES][cf::P][BQ * 64]; // Q: B of S^T (K-major) and of dK (MN-major)
     uint16_t o[cf::STAGES][cf::P][BQ * 64]; // dO: B of dP^T (K-major) and of dV (MN-major)
-    uint16_t ds[BN / 64][BQ * 64];   // dS: the step's 64 query rows, 64 keys a panel, A of dQ
+    // dS: the step's 64 query rows, 64 keys a panel, A of dQ; two, by the
+    // step's parity, so that a warpgroup writes the next step's while the
+    // other's product may still read this one's
+    uint16_t ds[2][BN / 64][BQ * 64];
+    // dQ of the step's 64 query rows, 32 columns a panel in 128-byte swizzle
+    // (element (r, c) of a panel at byte 128 r + 16 ((c / 4) xor (r mod 8))
+    // + 4 (c mod 4)): loaded and stored by the dQ agent (the tensor-memory
+    // accelerator), read and written by the consumers around their product
+    float dqb[D / 32][BQ * 32];
     alignas(128) float lse2[cf::STAGES][BQ];
     alignas(128) float delta[cf::STAGES][BQ];
     // a square block's statistics, [P or dS][warpgroup][warp][query block]:
@@ -99,7 +114,7 @@ template <int D> struct __align__(1024) bwd_shared {
     uint32_t xtop[2][2][4][2];
     uint32_t xamax[2][2][4][2];
     uint32_t xflags[2][2][4][2];
-    uint64_t kv_full, kv_empty, full[cf::STAGES], empty[cf::STAGES];
+    uint64_t kv_full, kv_empty, full[cf::STAGES], empty[cf::STAGES], dq_full, dq_done;
 };
 template <int D> constexpr size_t BWD_SMEM_BYTES = sizeof(bwd_shared<D>) + 1024;
 static_assert(BWD_SMEM_BYTES<128> <= 227 * 1024 && BWD_SMEM_BYTES<64> <= 227 * 1024,
@@ -259,7 +274,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     attn_bwd_bf16(const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
                   const __grid_constant__ CUtensorMap map_kt, const __grid_constant__ CUtensorMap map_q,
                   const __grid_constant__ CUtensorMap map_o, const __grid_constant__ CUtensorMap map_lse2,
-                  const __grid_constant__ CUtensorMap map_delta, const bwd_params p)
+                  const __grid_constant__ CUtensorMap map_delta, const __grid_constant__ CUtensorMap map_dq,
+                  const bwd_params p)
 {
 #ifdef MXFA_SM90_CODE
     using cf = bwd_config<D>;
@@ -270,12 +286,52 @@ __global__ void __launch_bounds__(THREADS, 1)
         bar_init(&sh.kv_full, 1);
         bar_init(&sh.kv_empty, 256);
         init_ring(sh.full, sh.empty, 256);
+        bar_init(&sh.dq_full, 1);
+        bar_init(&sh.dq_done, 256);
     }
     __syncthreads();
 
     const int warp = (int)threadIdx.x / 32;
     if (warp < 4) { // the producer
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PRODUCER_REGS));
+        if (threadIdx.x == 32) { // the dQ agent
+            int jd = 0;
+            for (int w = (int)blockIdx.x; w < p.items; w += (int)gridDim.x) {
+                bwd_item it;
+                if (!make_item(p, w, it))
+                    continue;
+                for (int i = it.i0; i < it.i0 + it.nq; i++)
+                    for (int half = 0; half < 2; half++, jd++) {
+                        const int r0 = i * BMQ + half * BQ;
+                        if (r0 >= it.sq.lq)
+                            break;
+                        const bool last_step = half == 1 || r0 + BQ >= it.sq.lq;
+                        // this query tile's turn (key tile t), then its dQ
+                        // (the acquire ordered before the async proxy's reads)
+                        int *sem = p.sem + (int64_t)it.h * (p.q_rows / BMQ) + it.sq.q_off / BMQ + i;
+                        while (ld_acquire(sem) != it.t)
+                            __nanosleep(64);
+                        asm volatile("fence.proxy.async.global;" ::: "memory");
+                        const int row = (int)(it.h * p.q_rows + it.sq.q_off) + r0;
+                        bar_expect(&sh.dq_full, sizeof sh.dqb);
+                        for (int pn = 0; pn < D / 32; pn++)
+                            tma_load(sh.dqb[pn], &map_dq, 32 * pn, row, &sh.dq_full);
+                        // the consumers' sums back to memory, done, then
+                        // (after the query tile's last step) the turn passed on
+                        bar_wait_idle(&sh.dq_done, jd & 1);
+                        for (int pn = 0; pn < D / 32; pn++)
+                            tma_store(&map_dq, 32 * pn, row, sh.dqb[pn]);
+                        tma_store_commit();
+                        tma_store_wait_all();
+                        if (last_step) {
+                            asm volatile("fence.proxy.async.global;" ::: "memory");
+                            __threadfence();
+                            st_release(sem, it.t + 1);
+                        }
+                    }
+            }
+            return;
+        }
         if (threadIdx.x != 0)
             return;
         int n = 0, j = 0;
@@ -338,7 +394,6 @@ __global__ void __launch_bounds__(THREADS, 1)
                 const int r0 = qi * BMQ + half * BQ;
                 if (r0 >= lq)
                     break;
-                const bool last_step = half == 1 || r0 + BQ >= lq; // of this query tile
                 const int s = j % STAGES;
                 bar_wait(&sh.full[s], (j / STAGES) & 1);
                 // S^T = K Q^T from zero, then dP^T = V dO^T from an
@@ -465,14 +520,15 @@ __global__ void __launch_bounds__(THREADS, 1)
                 }
                 // dS quantized in square blocks with the preset, widened: the
                 // A fragments of dK's steps, and, transposed, dQ's A in
-                // shared memory (the previous step's dQ product has read
-                // sh.ds: the consumers' barrier after it)
+                // shared memory (in the buffer of the step's parity, which
+                // the dQ products of two steps back read: both warpgroups
+                // finished them before the previous step's barrier)
                 uint32_t da[BQ / 16][4];
                 {
                     block_rule rule[2];
                     bool plain[2];
                     square_rules<D>(sh, 1, wi, w, f8, p.preset, dp, rule, plain);
-                    uint8_t *dsp = reinterpret_cast<uint8_t *>(sh.ds[wi]);
+                    uint8_t *dsp = reinterpret_cast<uint8_t *>(sh.ds[j & 1][wi]);
 #pragma unroll
                     for (int i = 0; i < BQ / 2; i += 4) {
                         const uint2 two = quantize_widen4(f8, rule[i / 16], plain[i / 16], &dp[i]);
@@ -489,24 +545,33 @@ __global__ void __launch_bounds__(THREADS, 1)
                 // dS written (generic writes made visible to the tensor
                 // cores), dQ loaded and dQ += dS K
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-                const uint64_t qmn = opaque(desc_sw128_mn(sh.q[s][0], BQ * 128)), dsd = opaque(desc_sw128(sh.ds[0]));
+                const uint64_t qmn = opaque(desc_sw128_mn(sh.q[s][0], BQ * 128)), dsd = opaque(desc_sw128(sh.ds[j & 1][0]));
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < BQ / 16; kk++)
                     wgmma_bf16<D>::rs_mn(dk, da[kk], qmn + kk * (16 * 128 / 16));
                 wgmma_commit();
-                int *sem = p.sem + (int64_t)it.h * (p.q_rows / BMQ) + it.sq.q_off / BMQ + qi;
-                if (threadIdx.x == 128)
-                    while (ld_acquire(sem) != it.t)
-                        __nanosleep(64);
-                __syncwarp();
+                // both warpgroups' dS written; dQ from the agent's load
                 named_sync(BAR_CONSUMERS, 256);
+                bar_wait(&sh.dq_full, j & 1);
                 float dq[D / 4];
-                float *dqg = p.dq + ((int64_t)it.h * p.q_rows + it.sq.q_off + r0) * D + wi * (D / 2);
+                // element pair i of the fragment (row 16w + g + 8 ((i / 2) %
+                // 2), columns wi D / 2 + 8 (i / 4) + 2t and one more): the
+                // thread's base, the panel and the row half as immediate
+                // offsets, and four chunk offsets (the swizzle's xor with the
+                // row's g), so that few addresses stay live over the product
+                uint8_t *dqs = reinterpret_cast<uint8_t *>(sh.dqb) + (wi * (D / 64)) * (BQ * 128) + (16 * w + g) * 128 +
+                               ((((uint32_t)t >> 1) ^ ((uint32_t)g & 1)) << 4) + (t & 1) * 8;
+                uint32_t chunk[4];
+#pragma unroll
+                for (int m = 0; m < 4; m++)
+                    chunk[m] = ((uint32_t)(2 * m) ^ ((uint32_t)g & 6)) << 4;
+                auto dq_pair = [&](int i) {
+                    return reinterpret_cast<float2 *>(dqs + (i / 16) * (BQ * 128) + ((i / 2) % 2) * 1024 + chunk[(i / 4) % 4]);
+                };
 #pragma unroll
                 for (int i = 0; i < D / 4; i += 2) {
-                    const float2 v2 = __ldcg(reinterpret_cast<const float2 *>(dqg + (int64_t)frag_row(w, g, i) * D +
-                                                                             frag_col(t, i)));
+                    const float2 v2 = *dq_pair(i);
                     dq[i] = v2.x, dq[i + 1] = v2.y;
                 }
                 wgmma_fence();
@@ -521,16 +586,14 @@ __global__ void __launch_bounds__(THREADS, 1)
                 hold_fragments(da);
 #pragma unroll
                 for (int i = 0; i < D / 4; i += 2)
-                    __stcg(reinterpret_cast<float2 *>(dqg + (int64_t)frag_row(w, g, i) * D + frag_col(t, i)),
-                           make_float2(dq[i], dq[i + 1]));
-                // every consumer's stores, then one thread's fence and
-                // release (the pattern of a grid's barrier: the CTA's
-                // barrier orders the others' stores before its fence)
-                named_sync(BAR_CONSUMERS, 256);
-                if (threadIdx.x == 128 && last_step) {
-                    __threadfence();
-                    st_release(sem, it.t + 1);
-                }
+                    *dq_pair(i) = make_float2(dq[i], dq[i + 1]);
+                // (the generic writes made visible to the agent's store)
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                bar_arrive(&sh.dq_done);
+                // (no barrier here: the next step's dS goes to the other
+                // buffer, and the one after it is written only past the
+                // next step's barrier, which each warpgroup reaches after
+                // this product)
                 bar_arrive(&sh.empty[s]);
                 j++;
             }
