@@ -762,7 +762,9 @@ static int bwd_case(int trial, int device, char *what, size_t what_len)
     const int hkv = 1 + (int)rng_below(2), group = 1 + (int)rng_below(3);
     const int64_t hq = hkv * group;
     int32_t cq[4] = {0}, ck[4] = {0};
-    draw_seqlens(batch, 300, cq, ck);
+    /* (the fused kernel's cases sometimes longer: a query tile's dQ chained
+     * through several key tiles' items, on other CTAs) */
+    draw_seqlens(batch, bwd_fused_only && rng_below(3) == 0 ? 900 : 300, cq, ck);
     const int64_t tq = cq[batch], tk = ck[batch];
     mxfa_attn_params p;
     mxfa_attn_params_default(&p);
@@ -811,9 +813,9 @@ static int bwd_case(int trial, int device, char *what, size_t what_len)
     fill_normal(&g, in, tq * hq, dq_cols, -1, far ? -40 : 0);
     if (special) {
         const float sv = special == 1 ? NAN : special == 2 ? INFINITY : -INFINITY;
-        const int which = (int)rng_below(3);
-        buf *sb = which == 0 ? &g : which == 1 ? &k : &v;
-        const int64_t n0 = which == 0 ? tq : tk, n1 = which == 0 ? hq : hkv;
+        const int which = (int)rng_below(4);
+        buf *sb = which == 0 ? &g : which == 1 ? &k : which == 2 ? &v : &q;
+        const int64_t n0 = which % 3 == 0 ? tq : tk, n1 = which % 3 == 0 ? hq : hkv;
         const mxfa_tensor st = t3_layout(sb, 0, in, layout, n0, n1, d);
         poke(sb, in, &st, (int64_t)rng_below((uint32_t)n0), (int64_t)rng_below((uint32_t)n1),
              (int64_t)rng_below((uint32_t)d), 0, sv);
@@ -830,6 +832,8 @@ static int bwd_case(int trial, int device, char *what, size_t what_len)
             return 0;
         }
     }
+    if (special && rng_below(4) == 0) /* and a row's LSE NaN or -Inf (a row that sees no key) */
+        ((float *)lse.host)[rng_below((uint32_t)(tq * hq))] = special == 1 ? NAN : -INFINITY;
     buf gq[3], gk[3], gv[3];
     for (int i = 0; i < 3; i++) {
         gq[i] = buf_new((size_t)(tq * hq * d) * os, 0xA5);
@@ -1128,6 +1132,31 @@ int main(void)
         buf_free(&x);
         for (int i = 0; i < 2; i++)
             buf_free(&d[i]), buf_free(&s[i]);
+    }
+
+    /* mxfa_scratch_peak: a call on host memory stages its tensors through the
+     * device's scratch, all held at once, so the mark after it is at least
+     * their bytes; a mark reset with no call since reads 0 */
+    {
+        const int64_t rows = 256, cols = 4096;
+        float *hx = malloc((size_t)(rows * cols) * 4);
+        uint8_t *hc = malloc((size_t)(rows * cols)), *hs = malloc((size_t)(rows * cols / 32));
+        size_t after = 0, idle = 1;
+        int good = hx && hc && hs && mxfa_synchronize(gpu) == MXFA_OK && mxfa_scratch_peak(gpu, &after, 1) == MXFA_OK;
+        if (good) {
+            for (int64_t i = 0; i < rows * cols; i++)
+                hx[i] = (float)(i % 97) - 48.0f;
+            mxfa_tensor xt = mxfa_tensor_2d(hx, MXFA_F32, rows, cols);
+            mxfa_mx q = {mxfa_tensor_2d(hc, MXFA_E4M3, rows, cols), mxfa_tensor_2d(hs, MXFA_E8M0, rows, cols / 32),
+                         MXFA_BLOCK_ROW, MXFA_LAYOUT_COMPACT};
+            good = mxfa_quantize(gpu, &xt, MXFA_PRESET_RCEIL, &q) == MXFA_OK && mxfa_synchronize(gpu) == MXFA_OK &&
+                   mxfa_scratch_peak(gpu, &after, 1) == MXFA_OK && mxfa_scratch_peak(gpu, &idle, 0) == MXFA_OK;
+        }
+        const size_t staged = (size_t)(rows * cols) * 5 + (size_t)(rows * cols / 32);
+        ok(good && after >= staged && idle == 0,
+           "mxfa_scratch_peak: a quantization on host memory held at least its %zu staged bytes (%zu), none since "
+           "the reset (%zu)", staged, after, idle);
+        free(hx), free(hc), free(hs);
     }
 
     /* the contract on this backend */
