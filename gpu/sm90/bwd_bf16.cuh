@@ -76,8 +76,10 @@ constexpr int THREADS = 384;
 constexpr uint32_t LSE2_UNSEEN = 0xFFC00001u;
 constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
 // setmaxnreg moves registers between warpgroups; their sum cannot exceed what
-// one CTA of THREADS was given (65536 / 384 rounded down to 8 = 168 a thread)
-static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 168 * THREADS, "register split exceeds the CTA's file");
+// one CTA of THREADS was given (the SM's 65536 over THREADS, rounded down to
+// a multiple of 8: 168 a thread)
+constexpr int CTA_REGS = 65536 / THREADS / 8 * 8;
+static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= CTA_REGS * THREADS, "register split exceeds the CTA's file");
 // named barriers (0 is __syncthreads'): both consumer warpgroups', and a
 // pair of warps' (the two that share a square block's keys): 4 + 2 wi + w / 2
 enum bwd_barrier : uint32_t { BAR_CONSUMERS = 1, BAR_PAIR0 = 4 };
