@@ -2,9 +2,8 @@
 // The attention backward on Hopper: the fused sm90-bf16 kernel
 // (bwd_bf16.cuh) where it serves, with its packing before it and its
 // stores after; the composition of GEMM calls (gpu/common/
-// attn_bwd_composed.cu) everywhere else: under sm90-fp8, at D = 256, under
-// the leak-free causal mask and with tiles other than 128 x 128, which the
-// fused kernel does not take yet.
+// attn_bwd_composed.cu) everywhere else: under sm90-fp8, at D = 256 and
+// with tiles other than 128 x 128, which the fused kernel does not take yet.
 #include <cstdlib>
 
 #include "hopper.cuh"
@@ -21,15 +20,13 @@ using namespace sm90;
 
 // Q, K or dO: x [tokens][H][D] (fp32 or bf16, any strides) quantized in
 // square blocks of 32 tokens x 32 columns (each sequence's blocks from its
-// first token) and widened to bf16 rows [H][rows][D] and, with cols, also
-// to columns [H][D][rows] (packed rows; padding rows zero). A warp a block,
-// a lane a token: its 32 elements read as four pieces of 8, the block's
-// rule from the warp's statistics; a column's 32 tokens are then 64
-// contiguous bytes, one store of the warp. Grid x over rows / 32 * D / 32 /
-// 4 blocks of 4 warps, y over the heads.
+// first token) and widened to bf16 rows [H][rows][D] (packed rows; padding
+// rows zero). A warp a block, a lane a token: its 32 elements read as four
+// pieces of 8, the block's rule from the warp's statistics. Grid x over
+// rows / 32 * D / 32 / 4 blocks of 4 warps, y over the heads.
 template <int D>
 __global__ void __launch_bounds__(128) bwd_pack_square(nd3 x, int preset, const fwd90::seq *seqs, int batch,
-                                                       bool keys, uint16_t *rows_out, uint16_t *cols_out, int64_t rows)
+                                                       bool keys, uint16_t *rows_out, int64_t rows)
 {
     const int64_t wgl = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32, h = blockIdx.y;
     const int lane = (int)threadIdx.x % 32;
@@ -77,10 +74,28 @@ __global__ void __launch_bounds__(128) bwd_pack_square(nd3 x, int preset, const 
 #pragma unroll
     for (int k = 0; k < 4; k++)
         dst[k] = make_uint4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]);
-    if (cols_out)
+}
+
+// K for the leak-free mask: x [tokens][H][D] rounded to bf16 at nearest
+// even (the reference's f32_as_bf16), rows [H][rows][D], padding rows zero.
+// A thread eight columns of a row; grid x over rows * D / 8, y the heads.
+template <int D>
+__global__ void __launch_bounds__(256) bwd_pack_bf16(nd3 x, const fwd90::seq *seqs, int batch, uint16_t *out,
+                                                     int64_t rows)
+{
+    const int64_t at = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, h = blockIdx.y;
+    const int64_t p = at / (D / 8);
+    const int c = (int)(at % (D / 8)) * 8;
+    if (p >= rows)
+        return;
+    int64_t token = 0;
+    uint32_t v[8] = {0, 0, 0, 0, 0, 0, 0, 0}, w[4];
+    if (fwd90::packed_token(seqs, batch, true, p, &token) >= 0)
+        load8_bits(x, token, h, c, v);
 #pragma unroll
-        for (int e = 0; e < 32; e++)
-            cols_out[(h * D + c0 + e) * rows + p] = (uint16_t)(w[e / 2] >> (16 * (e % 2)));
+    for (int e = 0; e < 4; e++)
+        w[e] = f32_to_bf16(v[2 * e]) | f32_to_bf16(v[2 * e + 1]) << 16;
+    *reinterpret_cast<uint4 *>(out + (h * rows + p) * D + c) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
 // Per query row and head: lse2 = fl(LSE log2 e) (LSE2_UNSEEN where LSE is
@@ -182,8 +197,18 @@ void packed_rows(const attn_bwd_args &a, int64_t *q_rows, int64_t *k_rows)
     *q_rows = *q_rows ? *q_rows : bwd90::BMQ, *k_rows = *k_rows ? *k_rows : bwd90::BN;
 }
 
-// Where the fused kernel serves: sm90-bf16 on Hopper, D = 64 or 128, no mask
-// or the plain causal one, the default tiles, coordinates within 32 bits,
+// The fused kernel's instance for a call: D, P's quantization, the mask.
+using bwd_kernel_fn = decltype(&bwd90::attn_bwd_bf16<64, false, false>);
+template <int D> bwd_kernel_fn bwd_kernel(const attn_bwd_args &a)
+{
+    using namespace bwd90;
+    if (a.leak_free)
+        return a.p_dynamic ? attn_bwd_bf16<D, true, true> : attn_bwd_bf16<D, false, true>;
+    return a.p_dynamic ? attn_bwd_bf16<D, true, false> : attn_bwd_bf16<D, false, false>;
+}
+
+// Where the fused kernel serves: sm90-bf16 on Hopper, D = 64 or 128, the
+// default tiles, coordinates within 32 bits,
 // items with room for a grid's stride below 2^31, heads within a grid's y
 // (the packing's), a kernel image with the registers its warpgroups share
 // out (a setmaxnreg.inc beyond them would wait forever). MXFA_BWD_COMPOSED=1 keeps
@@ -192,7 +217,7 @@ bool fused_bf16_serves(const attn_bwd_args &a)
 {
     const int64_t d = a.q.n2, hq = a.q.n1, hkv = a.k.n1;
     const char *env = getenv("MXFA_BWD_COMPOSED");
-    if (!a.bf16_model || a.sm100 || a.leak_free || (d != 64 && d != 128) || a.block_m != 128 || a.block_n != 128 ||
+    if (!a.bf16_model || a.sm100 || (d != 64 && d != 128) || a.block_m != 128 || a.block_n != 128 ||
         (env && env[0] == '1'))
         return false;
     int64_t q_rows, k_rows;
@@ -202,12 +227,9 @@ bool fused_bf16_serves(const attn_bwd_args &a)
         (k_rows / bwd90::BN) * hq >= lim - 65536)
         return false;
     cudaFuncAttributes fa;
-    const void *kernel = d == 64 ? (const void *)bwd90::attn_bwd_bf16<64, false>
-                                 : (const void *)bwd90::attn_bwd_bf16<128, false>;
-    const void *kernel_dyn = d == 64 ? (const void *)bwd90::attn_bwd_bf16<64, true>
-                                     : (const void *)bwd90::attn_bwd_bf16<128, true>;
     const int need = (128 * bwd90::PRODUCER_REGS + 256 * bwd90::CONSUMER_REGS) / bwd90::THREADS;
-    if (cudaFuncGetAttributes(&fa, a.p_dynamic ? kernel_dyn : kernel) != cudaSuccess || fa.numRegs < need) {
+    const bwd_kernel_fn kernel = d == 64 ? bwd_kernel<64>(a) : bwd_kernel<128>(a);
+    if (cudaFuncGetAttributes(&fa, (const void *)kernel) != cudaSuccess || fa.numRegs < need) {
         cudaGetLastError(); // (cleared: the composition runs instead)
         return false;
     }
@@ -230,8 +252,8 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
     }
     packed_rows(a, &q_rows, &k_rows);
     const bool direct = group == 1;
-    // scratch: the bf16 operands (K also as columns, for dQ's B), lse2 and
-    // delta, dQ's accumulator, the semaphores, the sequences, and under GQA
+    // scratch: the bf16 operands (and K rounded to bf16 under the leak-free
+    // mask), lse2 and delta, dQ's accumulator, the semaphores, the sequences, and under GQA
     // each query head's dK and dV
     auto piece = [](size_t bytes) { return (bytes + 1023) / 1024 * 1024; };
     const size_t qbf = (size_t)(hq * q_rows * D) * 2, kbf = (size_t)(hkv * k_rows * D) * 2;
@@ -241,7 +263,7 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
                             qbf,
                             qbf,
                             kbf,
-                            kbf,
+                            a.leak_free ? kbf : 0,
                             kbf,
                             sizeof(seq) * (size_t)batch,
                             partial,
@@ -261,7 +283,7 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
     int *sem = reinterpret_cast<int *>(base + at[1]);
     float *lse2 = reinterpret_cast<float *>(base + at[2]), *delta = reinterpret_cast<float *>(base + at[3]);
     uint16_t *qw = reinterpret_cast<uint16_t *>(base + at[4]), *ow = reinterpret_cast<uint16_t *>(base + at[5]);
-    uint16_t *kw = reinterpret_cast<uint16_t *>(base + at[6]), *kt = reinterpret_cast<uint16_t *>(base + at[7]);
+    uint16_t *kw = reinterpret_cast<uint16_t *>(base + at[6]), *kr = reinterpret_cast<uint16_t *>(base + at[7]);
     uint16_t *vw = reinterpret_cast<uint16_t *>(base + at[8]);
     seq *dseqs = reinterpret_cast<seq *>(base + at[9]);
     float *dk = direct ? nullptr : reinterpret_cast<float *>(base + at[10]);
@@ -279,11 +301,14 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
     if (e == cudaSuccess) {
         const unsigned qsq = (unsigned)(q_rows / 32 * (D / 32) / 4), ksq = (unsigned)(k_rows / 32 * (D / 32) / 4);
         bwd_pack_square<D><<<dim3(qsq, (unsigned)hq), 128, 0, stream>>>(a.q, a.preset, dseqs, batch, false, qw,
-                                                                        nullptr, q_rows);
+                                                                        q_rows);
         bwd_pack_square<D><<<dim3(qsq, (unsigned)hq), 128, 0, stream>>>(a.dout, a.preset, dseqs, batch, false, ow,
-                                                                        nullptr, q_rows);
-        bwd_pack_square<D><<<dim3(ksq, (unsigned)hkv), 128, 0, stream>>>(a.k, a.preset, dseqs, batch, true, kw, kt,
+                                                                        q_rows);
+        bwd_pack_square<D><<<dim3(ksq, (unsigned)hkv), 128, 0, stream>>>(a.k, a.preset, dseqs, batch, true, kw,
                                                                          k_rows);
+        if (a.leak_free)
+            bwd_pack_bf16<D><<<dim3(blocks_for(k_rows * D / 8, 256), (unsigned)hkv), 256, 0, stream>>>(
+                a.k, dseqs, batch, kr, k_rows);
         fwd90::pack_rows_bf16<D><<<dim3((unsigned)(k_rows * D / 8 / 256), (unsigned)hkv), 256, 0, stream>>>(
             a.v, a.preset, dseqs, batch, true, vw, k_rows);
         if (tq > 0)
@@ -298,7 +323,7 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
     if (e == cudaSuccess &&
         ((e = tensor_map(&m[0], bf16, kw, D, (uint64_t)(hkv * k_rows), D * 2, 64, BN, sw)) != cudaSuccess ||
          (e = tensor_map(&m[1], bf16, vw, D, (uint64_t)(hkv * k_rows), D * 2, 64, BN, sw)) != cudaSuccess ||
-         (e = tensor_map(&m[2], bf16, kt, (uint64_t)k_rows, (uint64_t)(hkv * D), (uint64_t)k_rows * 2, 64, D, sw)) !=
+         (e = tensor_map(&m[2], bf16, a.leak_free ? kr : kw, D, (uint64_t)(hkv * k_rows), D * 2, 64, BN, sw)) !=
              cudaSuccess ||
          (e = tensor_map(&m[3], bf16, qw, D, (uint64_t)(hq * q_rows), D * 2, 64, BQ, sw)) != cudaSuccess ||
          (e = tensor_map(&m[4], bf16, ow, D, (uint64_t)(hq * q_rows), D * 2, 64, BQ, sw)) != cudaSuccess ||
@@ -321,7 +346,7 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
     // the kernel is exact on any grid. MXFA_BWD_MAX_CTAS caps the grid, so
     // that a test gives each CTA several items.
     int dev = 0, sms = 0, per_sm = 0;
-    auto kernel = a.p_dynamic ? attn_bwd_bf16<D, true> : attn_bwd_bf16<D, false>;
+    const bwd_kernel_fn kernel = bwd_kernel<D>(a);
     if (e == cudaSuccess && (e = cudaGetDevice(&dev)) == cudaSuccess &&
         (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) == cudaSuccess &&
         (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, BWD_SMEM_BYTES<D>)) ==

@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The fused attention backward on Hopper under the sm90-bf16 model, bit for
 // bit the algorithm of cpu/ref/attn_bwd.c (docs/NUMERICS.md, "Attention
-// backward") for D = 64 and 128, no mask or the plain causal one, const or
-// dynamic P, the reference's tiles of 128 queries and 128 keys (block_m =
-// block_n = 128). Memory O(S): no score matrix anywhere.
+// backward") for D = 64 and 128, every mask, const or dynamic P, the
+// reference's tiles of 128 queries and 128 keys (block_m = block_n = 128).
+// Memory O(S): no score matrix anywhere.
 //
 // Before it, the packing (attn_bwd.cu): Q, K and dO quantized in 32 x 32
 // square blocks and V in row blocks along D, with the call's preset, each
-// widened exactly to bf16 (the model's operands), K also as columns (dQ's B);
-// LSE as lse2 = fl(LSE log2 e) and delta = rowsum(dO O) per packed query row
-// (padding rows and LSE = -Inf: LSE2_UNSEEN; delta 0).
+// widened exactly to bf16 (the model's operands); under the leak-free mask
+// K also rounded to bf16 from the input; LSE as lse2 = fl(LSE log2 e) and
+// delta = rowsum(dO O) per packed query row (padding rows and LSE = -Inf:
+// LSE2_UNSEEN; delta 0).
 //
 // A work item is one key tile (128 keys) of one query head; a persistent
 // grid, a CTA an SM, launched cooperatively (every CTA resident: an item may
@@ -27,7 +28,7 @@
 //
 // 384 threads, three warpgroups.
 // - Warpgroup 0, the producer: one thread issues the tensor-memory
-//   accelerator's copies: an item's K, V and K's columns once, then per step
+//   accelerator's copies: an item's K and V (and K in bf16) once, then per step
 //   of 64 queries Q, dO, lse2 and delta through a ring of two stages;
 //   another, the dQ agent, per step: the semaphore's wait, dQ's load, its
 //   store once the consumers are done, and the release.
@@ -43,20 +44,34 @@
 //         widened; dK += dS^T Q (A from registers, B = Q MN-major); dS also
 //         to shared memory
 //     dQ  += dS K                    (both warpgroups' dS, 128 keys in order;
-//                                     each warpgroup half of D's columns)
+//                                     each warpgroup half of D's columns, B
+//                                     K's rows MN-major)
 //   An item's end stores dK = fl(dK scale) and dV into the outputs (no GQA
 //   group), or each query head's dK and dV for the group's sums.
 // A square block of 32 keys x 32 queries is two warps' rows: its largest
 // |x| is a warp's shuffle, then an exchange with the neighbouring warp
 // through shared memory.
+//
+// The leak-free mask: where some row of the step's query tile (the
+// reference's 128 rows) sees a 32-key block only in part, the block's
+// products take bf16 operands: K rounded to bf16 in S^T and dQ, P and dS
+// rounded to bf16 in dV, dK and dQ. A block is one warp pair's rows, so the
+// choice of P's and dS's fragments is a warp's; the products whose A or B
+// spans the block take K from kr, which holds K in bf16 until the first
+// query tile that sees the block whole, when the consumers copy K's
+// quantized rows over it (a block is unseen, then diagonal for one or two
+// query tiles, then whole, in query order).
 #ifndef MXFA_GPU_SM90_BWD_BF16_CUH
 #define MXFA_GPU_SM90_BWD_BF16_CUH
+
+#include <cstddef>
 
 #include "exp2.cuh"
 #include "mx.cuh"
 #include "nd3.cuh"
 #include "sm90/fwd_pack.cuh"
 #include "sm90/fwd_softmax.cuh"
+#include "sm90/fwd_tile.cuh"
 #include "sm90/wgmma_bf16.cuh"
 
 namespace mxfa_gpu {
@@ -68,6 +83,7 @@ using fwd90::seq;
 constexpr int BN = 128;  // keys an item (the reference's key tile)
 constexpr int BMQ = 128; // the reference's query tile
 constexpr int BQ = 64;   // queries a step
+static_assert(BMQ == fwd90::BM, "the leak-free mask's query tile is the forward's");
 constexpr int THREADS = 384;
 // lse2 of a row whose LSE is -Inf, and of the padding rows: a NaN that no
 // arithmetic makes (the GPU's NaNs are 0x7FFFFFFF), so that the mask is
@@ -94,9 +110,9 @@ template <int D> struct bwd_config {
 // array 1024-byte aligned.
 template <int D> struct __align__(1024) bwd_shared {
     using cf = bwd_config<D>;
-    uint16_t k[cf::P][BN * 64];   // K: the item's keys' rows, A of S^T
-    uint16_t v[cf::P][BN * 64];   // V, A of dP^T
-    uint16_t kt[BN / 64][D * 64]; // K^T: D rows of 64 keys a panel, B of dQ
+    uint16_t k[cf::P][BN * 64];  // K: the item's keys' rows, A of S^T, B of dQ (MN-major)
+    uint16_t v[cf::P][BN * 64];  // V, A of dP^T
+    uint16_t kr[cf::P][BN * 64]; // the leak-free mask's K (the header): A of S^T, B of dQ
     uint16_t q[cf::STAGES][cf::P][BQ * 64]; // Q: B of S^T (K-major) and of dK (MN-major)
     uint16_t o[cf::STAGES][cf::P][BQ * 64]; // dO: B of dP^T (K-major) and of dV (MN-major)
     // dS: the step's 64 query rows, 64 keys a panel, A of dQ; two, by the
@@ -269,12 +285,20 @@ __device__ __forceinline__ uint2 quantize_widen4(const fp8_fmt &f8, const block_
 __device__ __forceinline__ int frag_row(int w, int g, int i) { return 16 * w + g + 8 * ((i / 2) % 2); }
 __device__ __forceinline__ int frag_col(int t, int i) { return 8 * (i / 4) + 2 * t + i % 2; }
 
+// lo and hi rounded to bf16 at nearest even, as a pair (lo in the low half)
+__device__ __forceinline__ uint32_t bf16x2(float lo, float hi)
+{
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
 #endif // MXFA_SM90_CODE
 
-template <int D, bool P_DYNAMIC>
+template <int D, bool P_DYNAMIC, bool LEAK_FREE>
 __global__ void __launch_bounds__(THREADS, 1)
     attn_bwd_bf16(const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
-                  const __grid_constant__ CUtensorMap map_kt, const __grid_constant__ CUtensorMap map_q,
+                  const __grid_constant__ CUtensorMap map_kr, const __grid_constant__ CUtensorMap map_q,
                   const __grid_constant__ CUtensorMap map_o, const __grid_constant__ CUtensorMap map_lse2,
                   const __grid_constant__ CUtensorMap map_delta, const __grid_constant__ CUtensorMap map_dq,
                   const bwd_params p)
@@ -344,13 +368,13 @@ __global__ void __launch_bounds__(THREADS, 1)
             if (n > 0)
                 bar_wait_idle(&sh.kv_empty, (n - 1) & 1);
             const int key = (int)(it.sq.k_off + it.c0);
-            bar_expect(&sh.kv_full, sizeof sh.k + sizeof sh.v + sizeof sh.kt);
+            bar_expect(&sh.kv_full, sizeof sh.k + sizeof sh.v + (LEAK_FREE ? sizeof sh.kr : 0));
             for (int pn = 0; pn < cf::P; pn++) {
                 tma_load(sh.k[pn], &map_k, 64 * pn, (int)(it.kvh * p.k_rows) + key, &sh.kv_full);
                 tma_load(sh.v[pn], &map_v, 64 * pn, (int)(it.kvh * p.k_rows) + key, &sh.kv_full);
+                if constexpr (LEAK_FREE)
+                    tma_load(sh.kr[pn], &map_kr, 64 * pn, (int)(it.kvh * p.k_rows) + key, &sh.kv_full);
             }
-            for (int pn = 0; pn < BN / 64; pn++)
-                tma_load(sh.kt[pn], &map_kt, key + 64 * pn, it.kvh * D, &sh.kv_full);
             n++;
             for (int i = it.i0; i < it.i0 + it.nq; i++)
                 for (int half = 0; half < 2; half++, j++) {
@@ -387,11 +411,64 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int i = 0; i < D / 2; i++)
             dv[i] = 0.0f, dk[i] = 0.0f;
         bar_wait(&sh.kv_full, n & 1);
-        const uint64_t kd = opaque(desc_sw128(&sh.k[0][wi * 64 * 64])), vd = opaque(desc_sw128(&sh.v[0][wi * 64 * 64]));
-        const uint64_t ktd = opaque(desc_sw128(sh.kt[0])) + wi * (D / 2) * 128 / 16;
+        // descriptors: kr's are k's plus KR (in the address field's 16 bytes)
+        constexpr uint32_t KR = (uint32_t)(offsetof(bwd_shared<D>, kr) - offsetof(bwd_shared<D>, k)) / 16;
+        const uint64_t kd = opaque(desc_sw128(&sh.k[0][wi * 64 * 64])) + (LEAK_FREE ? KR : 0u),
+                       vd = opaque(desc_sw128(&sh.v[0][wi * 64 * 64]));
+        // dQ's B: K's rows MN-major, this warpgroup's half of D's columns
+        // (at D = 64 half a 128-byte row: the descriptor starts 64 bytes in)
+        const uint64_t kmn = opaque(desc_sw128_mn(D == 128 ? &sh.k[wi][0] : &sh.k[0][32 * wi], BN * 128));
         // this thread's keys (rows of its fragments) in the sequence
         const int key0 = it.c0 + wi * 64 + 16 * w + g;
-        for (int qi = it.i0; qi < it.i0 + it.nq; qi++)
+        // the leak-free mask's diagonal blocks of query tile qi (bit b: keys
+        // c0 + 32 b ..): where some row of the tile sees the block in part.
+        // (Made again where it is used: ptxas keeps no register for it
+        // across a step, which at D = 128 it has not.)
+        auto diag_bits = [&](int qi) {
+            unsigned d = 0;
+            if constexpr (LEAK_FREE) {
+                asm volatile("" : "+r"(qi));
+                const fwd90::q_tile qt = fwd90::make_q_tile(qi * BMQ, lq, lk, true);
+#pragma unroll
+                for (int b = 0; b < BN / 32; b++)
+                    d |= (unsigned)qt.diagonal(it.c0 + 32 * b) << b;
+            }
+            return d;
+        };
+        unsigned kr_raw = 0xFu; // the leak-free mask: kr's blocks still in bf16
+        for (int qi = it.i0; qi < it.i0 + it.nq; qi++) {
+            // the leak-free mask: kr's blocks that this query tile sees
+            // whole, in K's quantized rows from now on (both warpgroups past
+            // every product that read kr before the copy, and past the copy
+            // before the next)
+            if constexpr (LEAK_FREE) {
+                const fwd90::q_tile qt = fwd90::make_q_tile(qi * BMQ, lq, lk, true);
+                unsigned whole = 0;
+#pragma unroll
+                for (int b = 0; b < BN / 32; b++) {
+                    const int kb0 = it.c0 + 32 * b, klast = kb0 + 31 < lk - 1 ? kb0 + 31 : lk - 1;
+                    whole |= (unsigned)(kb0 < lk && klast <= qt.lim_first) << b;
+                }
+                if (whole & kr_raw) {
+                    named_sync(BAR_CONSUMERS, 256);
+#pragma unroll
+                    for (int b = 2 * wi; b < 2 * wi + 2; b++)
+                        if ((whole & kr_raw) >> b & 1u)
+#pragma unroll
+                            for (int pn = 0; pn < cf::P; pn++) {
+                                // 32 rows of 128 bytes: 256 pieces of 16
+                                const uint4 *src = reinterpret_cast<const uint4 *>(&sh.k[pn][32 * b * 64]);
+                                uint4 *dst = reinterpret_cast<uint4 *>(&sh.kr[pn][32 * b * 64]);
+                                const int x = (int)threadIdx.x % 128;
+                                dst[x] = src[x], dst[x + 128] = src[x + 128];
+                            }
+                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                    named_sync(BAR_CONSUMERS, 256);
+                    kr_raw &= ~whole;
+                }
+            }
+            // this warp's block (a pair of warps' 32 keys) in bf16
+            const bool wdiag = (diag_bits(qi) >> (2 * wi + w / 2) & 1u) != 0;
             for (int half = 0; half < 2; half++) {
                 const int r0 = qi * BMQ + half * BQ;
                 if (r0 >= lq)
@@ -468,7 +545,13 @@ __global__ void __launch_bounds__(THREADS, 1)
                 // P quantized and widened: the A fragments of dV's four
                 // steps (queries 16kk .. 16kk + 15: elements 8kk .. 8kk + 7)
                 uint32_t pa[BQ / 16][4];
-                if constexpr (P_DYNAMIC) {
+                if (wdiag) {
+                    // the leak-free mask: P rounded to bf16 (both warps of
+                    // the pair: no square block's statistics to exchange)
+#pragma unroll
+                    for (int i = 0; i < BQ / 2; i += 2)
+                        pa[i / 8][(i % 8) / 2] = bf16x2(sc[i], sc[i + 1]);
+                } else if constexpr (P_DYNAMIC) {
                     // square blocks under rceil
                     block_rule rule[2];
                     bool plain[2];
@@ -527,19 +610,30 @@ __global__ void __launch_bounds__(THREADS, 1)
                 // finished them before the previous step's barrier)
                 uint32_t da[BQ / 16][4];
                 {
-                    block_rule rule[2];
-                    bool plain[2];
-                    square_rules<D>(sh, 1, wi, w, f8, p.preset, dp, rule, plain);
+                    if (wdiag) { // the leak-free mask: dS rounded to bf16
+#pragma unroll
+                        for (int i = 0; i < BQ / 2; i += 4)
+                            da[i / 8][(i % 8) / 2] = bf16x2(dp[i], dp[i + 1]),
+                                             da[i / 8][(i % 8) / 2 + 1] = bf16x2(dp[i + 2], dp[i + 3]);
+                    } else {
+                        block_rule rule[2];
+                        bool plain[2];
+                        square_rules<D>(sh, 1, wi, w, f8, p.preset, dp, rule, plain);
+#pragma unroll
+                        for (int i = 0; i < BQ / 2; i += 4) {
+                            const uint2 two = quantize_widen4(f8, rule[i / 16], plain[i / 16], &dp[i]);
+                            da[i / 8][(i % 8) / 2] = two.x, da[i / 8][(i % 8) / 2 + 1] = two.y;
+                        }
+                    }
                     uint8_t *dsp = reinterpret_cast<uint8_t *>(sh.ds[j & 1][wi]);
 #pragma unroll
                     for (int i = 0; i < BQ / 2; i += 4) {
-                        const uint2 two = quantize_widen4(f8, rule[i / 16], plain[i / 16], &dp[i]);
-                        da[i / 8][(i % 8) / 2] = two.x, da[i / 8][(i % 8) / 2 + 1] = two.y;
+                        const uint32_t x = da[i / 8][(i % 8) / 2], y = da[i / 8][(i % 8) / 2 + 1];
                         const int kr = frag_row(w, g, i), qc = frag_col(t, i);
-                        *reinterpret_cast<uint16_t *>(dsp + sw128_at(qc, kr)) = (uint16_t)two.x;
-                        *reinterpret_cast<uint16_t *>(dsp + sw128_at(qc + 1, kr)) = (uint16_t)(two.x >> 16);
-                        *reinterpret_cast<uint16_t *>(dsp + sw128_at(qc, kr + 8)) = (uint16_t)two.y;
-                        *reinterpret_cast<uint16_t *>(dsp + sw128_at(qc + 1, kr + 8)) = (uint16_t)(two.y >> 16);
+                        *reinterpret_cast<uint16_t *>(dsp + sw128_at(qc, kr)) = (uint16_t)x;
+                        *reinterpret_cast<uint16_t *>(dsp + sw128_at(qc + 1, kr)) = (uint16_t)(x >> 16);
+                        *reinterpret_cast<uint16_t *>(dsp + sw128_at(qc, kr + 8)) = (uint16_t)y;
+                        *reinterpret_cast<uint16_t *>(dsp + sw128_at(qc + 1, kr + 8)) = (uint16_t)(y >> 16);
                     }
                 }
                 // dK += dS^T Q, issued at once (its A is this thread's); then
@@ -576,11 +670,16 @@ __global__ void __launch_bounds__(THREADS, 1)
                     const float2 v2 = *dq_pair(i);
                     dq[i] = v2.x, dq[i + 1] = v2.y;
                 }
+                const unsigned diag = diag_bits(qi);
                 wgmma_fence();
 #pragma unroll
-                for (int kk = 0; kk < BN / 16; kk++)
-                    wgmma_bf16<D / 2>::ss(dq, dsd + (kk / 4) * (BQ * 128 / 16) + (kk % 4) * 2,
-                                          ktd + (kk / 4) * (D * 128 / 16) + (kk % 4) * 2);
+                for (int kk = 0; kk < BN / 16; kk++) {
+                    // (kr for a diagonal block of 32 keys; the base made
+                    // where it is used, so that ptxas does not hold four)
+                    const uint64_t kb = LEAK_FREE ? opaque(kmn + (uint64_t)((diag >> (kk / 2) & 1u) * KR)) : kmn;
+                    wgmma_bf16<D / 2>::ss_mn(dq, dsd + (kk / 4) * (BQ * 128 / 16) + (kk % 4) * 2,
+                                             kb + kk * (16 * 128 / 16));
+                }
                 wgmma_commit();
                 wgmma_wait<0>();
                 fence_regs(dq);
@@ -599,6 +698,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 bar_arrive(&sh.empty[s]);
                 j++;
             }
+        }
         // the item's keys' dK and dV: the outputs' rows, or this query
         // head's partials (dK before the scale)
         if (p.direct) {

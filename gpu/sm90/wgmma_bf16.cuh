@@ -32,11 +32,12 @@ template <int N> struct wgmma_bf16;
 
 #define MXFA_WGMMA_D16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
 template <> struct wgmma_bf16<32> {
-    // d += A * B^T (the backward's dQ at D = 64, half of D a warpgroup)
-    static __device__ __forceinline__ void ss(float (&d)[16], uint64_t da, uint64_t db)
+    // d += A * B^T, B MN-major (the backward's dQ at D = 64, half of D a
+    // warpgroup, B = K's rows)
+    static __device__ __forceinline__ void ss_mn(float (&d)[16], uint64_t da, uint64_t db)
     {
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 " MXFA_WGMMA_D16 ", %16, %17, p, 1, 1, 0, 0;\n}\n"
+                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 " MXFA_WGMMA_D16 ", %16, %17, p, 1, 1, 0, 1;\n}\n"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
                      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
                      : "l"(da), "l"(db), "n"(1)
@@ -61,18 +62,20 @@ template <> struct wgmma_bf16<64> {
                      : "l"(da), "l"(db), "n"(0)
                      : "memory");
     }
-    // d += A * B^T
-    static __device__ __forceinline__ void ss(float (&d)[32], uint64_t da, uint64_t db)
+    // d += A * B^T, B K-major (TRANS_B 0) or MN-major (1)
+    template <int TRANS_B> static __device__ __forceinline__ void ss_b(float (&d)[32], uint64_t da, uint64_t db)
     {
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " MXFA_WGMMA_D32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " MXFA_WGMMA_D32 ", %32, %33, p, 1, 1, 0, %35;\n}\n"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
                      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
                      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
                      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                     : "l"(da), "l"(db), "n"(1)
+                     : "l"(da), "l"(db), "n"(1), "n"(TRANS_B)
                      : "memory");
     }
+    static __device__ __forceinline__ void ss(float (&d)[32], uint64_t da, uint64_t db) { ss_b<0>(d, da, db); }
+    static __device__ __forceinline__ void ss_mn(float (&d)[32], uint64_t da, uint64_t db) { ss_b<1>(d, da, db); }
     // rs, B K-major (TRANS_B 0) or MN-major (1)
     template <int TRANS_B>
     static __device__ __forceinline__ void rs_b(float (&d)[32], const uint32_t (&a)[4], uint64_t db)
