@@ -46,9 +46,9 @@
 // grows with the square of the longest sequence. The fused kernels of the
 // design (dK and dV resident per key tile, dQ chained in key-tile order:
 // gpu/sm100/attn_bwd.cuh on Blackwell, sm90/bwd_bf16.cuh on Hopper under
-// sm90-bf16) take D = 64 and 128 without the leak-free mask, with the
-// default tiles; the composition computes the rest (sm90-fp8, D = 256, the
-// leak-free mask, other tiles).
+// sm90-bf16) take D = 64 and 128 with the default tiles (on Blackwell
+// without the leak-free mask); the composition computes the rest
+// (sm90-fp8, D = 256, other tiles, and on Blackwell the leak-free mask).
 #include "exp2.cuh"
 #include "sm90/hopper.cuh"
 #include "mx.cuh"
