@@ -197,14 +197,6 @@ __host__ __device__ inline bool make_item(const bwd_params &p, int w, bwd_item &
 
 #ifdef MXFA_SM90_CODE
 
-// Byte offset of 16-bit element (row, col) in a panel of 128-byte rows in
-// 128-byte swizzle: the 16-byte chunk index xored with the row mod 8.
-__device__ __forceinline__ uint32_t sw128_at(int row, int col)
-{
-    const uint32_t b = (uint32_t)col * 2;
-    return (uint32_t)row * 128 + (((b >> 4) ^ ((uint32_t)row & 7)) << 4) + (b & 15);
-}
-
 // The rules of a thread's two square blocks (the 32 keys of warps w & ~1
 // and w | 1, the 32 queries of block qb = 0, 1; x holds the thread's 16
 // values of each, elements 16 qb .. 16 qb + 15): the largest |x| bits, a
@@ -279,11 +271,84 @@ __device__ __forceinline__ uint2 quantize_widen4(const fp8_fmt &f8, const block_
     return make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
 }
 
+// A thread's 32 values of its two square blocks (x, as square_rules takes
+// them) quantized under their rules and widened: the A fragments of four
+// steps (elements 8k .. 8k + 7 in a[k]). The branch is the warp's (a pair's
+// rules are its two warps'), taken once: where both blocks are plain the
+// code runs straight, with no jump over the general path at every four
+// elements (each such jump cost an instruction fetch).
+__device__ __forceinline__ void quantize_widen_frag(const fp8_fmt &f8, const block_rule (&rule)[2],
+                                                    const bool (&plain)[2], const float (&x)[BQ / 2],
+                                                    uint32_t (&a)[BQ / 16][4])
+{
+    const bool fast = plain[0] && plain[1] && !rule[0].poisoned && !rule[1].poisoned && rule[0].scale < 0xFFu &&
+                      rule[1].scale < 0xFFu;
+    if (fast && !rule[0].away) { // (away is the preset's: both blocks or neither)
+        const float rcp[2] = {e8m0_reciprocal(rule[0].scale), e8m0_reciprocal(rule[1].scale)};
+        const float val[2] = {e8m0_value(rule[0].scale), e8m0_value(rule[1].scale)};
+#pragma unroll
+        for (int i = 0; i < BQ / 2; i += 4) {
+            const uint32_t codes = encode4_plain(f8, rcp[i / 16], __float_as_uint(x[i]), __float_as_uint(x[i + 1]),
+                                                 __float_as_uint(x[i + 2]), __float_as_uint(x[i + 3]));
+            const uint2 two = fwd90::widen4_plain(codes, val[i / 16]);
+            a[i / 8][(i % 8) / 2] = two.x, a[i / 8][(i % 8) / 2 + 1] = two.y;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < BQ / 2; i += 4) {
+            const uint2 two = quantize_widen4(f8, rule[i / 16], plain[i / 16], &x[i]);
+            a[i / 8][(i % 8) / 2] = two.x, a[i / 8][(i % 8) / 2 + 1] = two.y;
+        }
+    }
+}
+
 // Rows (keys) and columns (queries) of accumulator element i of a thread
 // in an m64nN fragment: row 16w + g + 8 ((i / 2) % 2), column 8 (i / 4) +
 // 2t + i % 2.
 __device__ __forceinline__ int frag_row(int w, int g, int i) { return 16 * w + g + 8 * ((i / 2) % 2); }
 __device__ __forceinline__ int frag_col(int t, int i) { return 8 * (i / 4) + 2 * t + i % 2; }
+
+// Row h8 of a thread's m64nD fragment x (key 16w + g, or 8 more: elements
+// 4q + 2 h8 and one more, columns 8q + 2t and one more) into row `tok`,
+// head h of out, each value fl(x scale) where SCALED (the reference's dK),
+// as store3 stores it. A contiguous row takes a pair a store (the pairs
+// are aligned where the row is), from one address; otherwise element by
+// element.
+template <int D, bool SCALED>
+__device__ __forceinline__ void store_frag_row(const nd3 &out, int64_t tok, int64_t h, int t, int h8,
+                                               const float (&x)[D / 2], float scale)
+{
+    auto val = [&](int i) {
+        const float v = SCALED ? __fmul_rn(x[i], scale) : x[i];
+        return v != v ? __uint_as_float(0x7FFFFFFFu) : v;
+    };
+    const int64_t at = tok * out.s0 + h * out.s1;
+    if (out.dtype == MXFA_BF16) {
+        uint16_t *row = reinterpret_cast<uint16_t *>(out.base) + at;
+        if (out.s2 == 1 && reinterpret_cast<uintptr_t>(row) % 4 == 0) {
+            uint32_t *pairs = reinterpret_cast<uint32_t *>(row) + t;
+#pragma unroll
+            for (int q = 0; q < D / 8; q++)
+                pairs[4 * q] = f32_to_bf16(__float_as_uint(val(4 * q + 2 * h8))) |
+                               f32_to_bf16(__float_as_uint(val(4 * q + 2 * h8 + 1))) << 16;
+            return;
+        }
+    } else {
+        float *row = reinterpret_cast<float *>(out.base) + at;
+        if (out.s2 == 1 && reinterpret_cast<uintptr_t>(row) % 8 == 0) {
+            float2 *pairs = reinterpret_cast<float2 *>(row) + t;
+#pragma unroll
+            for (int q = 0; q < D / 8; q++)
+                pairs[4 * q] = make_float2(val(4 * q + 2 * h8), val(4 * q + 2 * h8 + 1));
+            return;
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < D / 8; q++)
+#pragma unroll
+        for (int e = 0; e < 2; e++)
+            store3(out, tok, h, 8 * q + 2 * t + e, val(4 * q + 2 * h8 + e));
+}
 
 // lo and hi rounded to bf16 at nearest even, as a pair (lo in the low half)
 __device__ __forceinline__ uint32_t bf16x2(float lo, float hi)
@@ -398,7 +463,11 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(CONSUMER_REGS));
 
-    const int wi = warp / 4 - 1, w = warp % 4, lane = (int)threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    // (the warpgroup through a shuffle from lane 0: ptxas then knows it is
+    // the same in every lane and keeps the descriptors made from it in
+    // uniform registers, one instruction a step of a product, not six)
+    const int wi = __shfl_sync(0xFFFFFFFFu, warp / 4 - 1, 0), w = warp % 4, lane = (int)threadIdx.x % 32, g = lane / 4,
+              t = lane % 4;
     const fp8_fmt f8 = fp8_e4m3();
     int n = 0, j = 0;
     for (int item = (int)blockIdx.x; item < p.items; item += (int)gridDim.x) {
@@ -556,11 +625,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     block_rule rule[2];
                     bool plain[2];
                     square_rules<D>(sh, 0, wi, w, f8, 0, sc, rule, plain);
-#pragma unroll
-                    for (int i = 0; i < BQ / 2; i += 4) {
-                        const uint2 two = quantize_widen4(f8, rule[i / 16], plain[i / 16], &sc[i]);
-                        pa[i / 8][(i % 8) / 2] = two.x, pa[i / 8][(i % 8) / 2 + 1] = two.y;
-                    }
+                    quantize_widen_frag(f8, rule, plain, sc, pa);
                 } else {
                     // E4M3(P * 256) under the scale 2^-8, in four instructions
                     // a pair (p_pair_const); a warp with a NaN P (P is at least
@@ -570,15 +635,25 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
                     for (int i = 0; i < BQ / 2; i++)
                         top = umax(top, __float_as_uint(sc[i]));
-                    const bool nan_p = __any_sync(0xFFFFFFFFu, top > kF32Inf);
-#pragma unroll
-                    for (int i = 0; i < BQ / 2; i += 2) {
-                        const uint32_t two = (uint32_t)__nv_cvt_float2_to_fp8x2(
+                    // (the warp's choice made once, outside the pairs: the
+                    // common path's code then runs straight, with no jump
+                    // over the rare one's at every pair)
+                    auto codes = [&](int i) {
+                        return (uint32_t)__nv_cvt_float2_to_fp8x2(
                             make_float2(__fmul_rn(sc[i], 256.0f), __fmul_rn(sc[i + 1], 256.0f)), __NV_SATFINITE,
                             __NV_E4M3);
-                        pa[i / 8][(i % 8) / 2] =
-                            nan_p ? fwd90::widen_p(two & 0xFFu, 127) | fwd90::widen_p(two >> 8 & 0xFFu, 127) << 16
-                                  : fwd90::p_pair_const(two);
+                    };
+                    if (!__any_sync(0xFFFFFFFFu, top > kF32Inf)) {
+#pragma unroll
+                        for (int i = 0; i < BQ / 2; i += 2)
+                            pa[i / 8][(i % 8) / 2] = fwd90::p_pair_const(codes(i));
+                    } else {
+#pragma unroll
+                        for (int i = 0; i < BQ / 2; i += 2) {
+                            const uint32_t two = codes(i);
+                            pa[i / 8][(i % 8) / 2] =
+                                fwd90::widen_p(two & 0xFFu, 127) | fwd90::widen_p(two >> 8 & 0xFFu, 127) << 16;
+                        }
                     }
                 }
                 // dV += P^T dO (dO as B: MN-major, 16 query rows a step);
@@ -619,22 +694,19 @@ __global__ void __launch_bounds__(THREADS, 1)
                         block_rule rule[2];
                         bool plain[2];
                         square_rules<D>(sh, 1, wi, w, f8, p.preset, dp, rule, plain);
-#pragma unroll
-                        for (int i = 0; i < BQ / 2; i += 4) {
-                            const uint2 two = quantize_widen4(f8, rule[i / 16], plain[i / 16], &dp[i]);
-                            da[i / 8][(i % 8) / 2] = two.x, da[i / 8][(i % 8) / 2 + 1] = two.y;
-                        }
+                        quantize_widen_frag(f8, rule, plain, dp, da);
                     }
-                    uint8_t *dsp = reinterpret_cast<uint8_t *>(sh.ds[j & 1][wi]);
+                    // dS^T, queries as rows: da[k]'s registers are four
+                    // 8 x 8 blocks (keys 16w + 8 (m % 2), queries 16k + 8
+                    // (m / 2)), each stored transposed; this lane gives
+                    // row lane % 8 of block lane / 8 (its 8 keys, 16 bytes
+                    // at the swizzle's chunk)
+                    const int m = lane / 8, r = lane % 8;
+                    const uint32_t dsa = smem_addr(sh.ds[j & 1][wi]) + (uint32_t)(8 * (m / 2) + r) * 128 +
+                                         ((uint32_t)((2 * w + m % 2) ^ r) << 4);
 #pragma unroll
-                    for (int i = 0; i < BQ / 2; i += 4) {
-                        const uint32_t x = da[i / 8][(i % 8) / 2], y = da[i / 8][(i % 8) / 2 + 1];
-                        const int kr = frag_row(w, g, i), qc = frag_col(t, i);
-                        *reinterpret_cast<uint16_t *>(dsp + sw128_at(qc, kr)) = (uint16_t)x;
-                        *reinterpret_cast<uint16_t *>(dsp + sw128_at(qc + 1, kr)) = (uint16_t)(x >> 16);
-                        *reinterpret_cast<uint16_t *>(dsp + sw128_at(qc, kr + 8)) = (uint16_t)y;
-                        *reinterpret_cast<uint16_t *>(dsp + sw128_at(qc + 1, kr + 8)) = (uint16_t)(y >> 16);
-                    }
+                    for (int k = 0; k < BQ / 16; k++)
+                        stmatrix_x4_trans(dsa + k * (16 * 128), da[k]);
                 }
                 // dK += dS^T Q, issued at once (its A is this thread's); then
                 // this query tile's turn on its semaphore, both warpgroups'
@@ -703,11 +775,11 @@ __global__ void __launch_bounds__(THREADS, 1)
         // head's partials (dK before the scale)
         if (p.direct) {
 #pragma unroll
-            for (int i = 0; i < D / 2; i++) {
-                const int key = it.c0 + wi * 64 + frag_row(w, g, i), c = frag_col(t, i);
+            for (int h8 = 0; h8 < 2; h8++) {
+                const int key = key0 + 8 * h8;
                 if (key < lk) {
-                    store3(p.dk_out, it.sq.k0 + key, it.kvh, c, __fmul_rn(dk[i], p.scale));
-                    store3(p.dv_out, it.sq.k0 + key, it.kvh, c, dv[i]);
+                    store_frag_row<D, true>(p.dk_out, it.sq.k0 + key, it.kvh, t, h8, dk, p.scale);
+                    store_frag_row<D, false>(p.dv_out, it.sq.k0 + key, it.kvh, t, h8, dv, 1.0f);
                 }
             }
         } else {

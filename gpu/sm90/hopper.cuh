@@ -62,6 +62,18 @@ template <int N> __device__ __forceinline__ void fence_regs(float (&d)[N])
         asm volatile("" : "+f"(d[i]));
 }
 
+// Four 8 x 8 matrices of 16-bit elements stored transposed (stmatrix
+// .trans): register m of each lane holds row lane / 4, columns 2 (lane % 4)
+// and one more of matrix m (the layout of an mma fragment); lanes 8m ..
+// 8m + 7 give the shared-memory addresses of the rows of matrix m's
+// transpose, 16 bytes each.
+__device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, const uint32_t (&r)[4])
+{
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]),
+                 "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
+
 #endif // sm_90a
 
 } // namespace sm90
