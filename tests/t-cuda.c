@@ -1092,6 +1092,12 @@ int main(void)
         setenv("MXFA_BWD_COMPOSED", "1", 1); /* the composition under both models */
         run_cases_against("attention backward under sm90-fp8 and sm90-bf16 (D = 64, 128, 256)", bwd_case, 40,
                           "the cpu backend's");
+        /* the passes a long sequence takes, one query tile each: dV's and
+         * dK's chains carried from pass to pass */
+        setenv("MXFA_BWD_PASS_TILES", "1", 1);
+        run_cases_against("attention backward composed in passes of one query tile", bwd_case, 30,
+                          "the cpu backend's");
+        unsetenv("MXFA_BWD_PASS_TILES");
         unsetenv("MXFA_BWD_COMPOSED");
         bwd_fused_only = 1;
         setenv("MXFA_BWD_FUSED", "1", 1); /* each of these calls must take the fused kernel */

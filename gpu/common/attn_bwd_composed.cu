@@ -42,8 +42,12 @@
 //
 // The scores of one (sequence, head) are materialized in fp32 (S then P,
 // dP then dS: 8 bytes a score, 2 more for the codes, 6 more for the
-// leak-free mask's bf16 copies), so the memory
-// grows with the square of the longest sequence. The fused kernels of the
+// leak-free mask's bf16 copies), a pass of query tiles at a time where a
+// sequence's whole would take more than 256 MiB. dV's and dK's chains run
+// on from one pass to the next, the reference's steps in its order (the
+// leak-free mask's whole products interleave steps of zeros, exact as
+// above), and the memory grows with the sequence (a pass: one query tile
+// and every key) rather than with its square. The fused kernels of the
 // design (dK and dV resident per key tile, dQ chained in key-tile order:
 // gpu/sm100/attn_bwd.cuh on Blackwell, sm90/bwd_bf16.cuh on Hopper under
 // sm90-bf16) take D = 64 and 128 with the default tiles (on Blackwell
@@ -69,21 +73,28 @@ __global__ void bwd_delta(nd3 dout, nd3 o, float *delta, int64_t tokens, int64_t
     delta[i] = dot3(dout, o, i / heads, i % heads);
 }
 
-// S [lq][lk] (row stride ld) to P = exp2(fma(S, c, -LSE log2 e)), 0 where
+// The query rows of one pass over a sequence's scores: rows first ..
+// first + n - 1 of its lq (first a multiple of the query tile). A score
+// matrix [n][lk] holds row first + i at its row i.
+struct rows_of {
+    int64_t first, n, lq;
+};
+
+// S [n][lk] (row stride ld) to P = exp2(fma(S, c, -LSE log2 e)), 0 where
 // the key is masked or the row's LSE is -Inf; with codes, P's E4M3 codes
 // under the const scale 2^-8 too (P * 256 rounded to nearest even,
-// saturated).
+// saturated). lse: the first row's.
 // Under the causal mask row i sees the keys up to i + lk - lq (bottom-right
 // aligned). Grid x over the columns, y over the rows.
-__global__ void bwd_p(float *s, int64_t lq, int64_t lk, int64_t ld, const float *lse, int64_t lse_stride, float c,
+__global__ void bwd_p(float *s, rows_of rows, int64_t lk, int64_t ld, const float *lse, int64_t lse_stride, float c,
                       float log2e, bool causal, uint8_t *codes)
 {
     const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= lk)
         return;
-    for (int64_t i = blockIdx.y; i < lq; i += gridDim.y) {
+    for (int64_t i = blockIdx.y; i < rows.n; i += gridDim.y) {
         const float l = lse[i * lse_stride];
-        const bool masked = (causal && j > i + lk - lq) || l == -__builtin_huge_valf();
+        const bool masked = (causal && j > rows.first + i + lk - rows.lq) || l == -__builtin_huge_valf();
         const float p = masked ? 0.0f : mx_exp2(__fmaf_rn(s[i * ld + j], c, -__fmul_rn(l, log2e)));
         s[i * ld + j] = p;
         if (codes)
@@ -172,45 +183,45 @@ __host__ __device__ __forceinline__ bool diagonal_at(int64_t i, int64_t kb0, int
     return kb0 < lk && r0 + lk - lq < klast && end - 1 + lk - lq >= kb0;
 }
 
-// The diagonal blocks' codes to 0 and scales to 2^0 in P or dS [lq][lk]
+// The diagonal blocks' codes to 0 and scales to 2^0 in P or dS [n][lk]
 // (their products take bf16 operands instead): a step over them is then an
 // exact zero. Grid x over the columns, y over the rows.
-__global__ void bwd_mask_diagonal(uint8_t *codes, uint8_t *scales, int64_t lq, int64_t lk, int64_t ld, int64_t nbk,
+__global__ void bwd_mask_diagonal(uint8_t *codes, uint8_t *scales, rows_of rows, int64_t lk, int64_t ld, int64_t nbk,
                                   int64_t bm)
 {
     const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= lk)
         return;
-    for (int64_t i = blockIdx.y; i < lq; i += gridDim.y)
-        if (diagonal_at(i, j - j % 32, lq, lk, bm)) {
+    for (int64_t i = blockIdx.y; i < rows.n; i += gridDim.y)
+        if (diagonal_at(rows.first + i, j - j % 32, rows.lq, lk, bm)) {
             codes[i * ld + j] = 0;
             if (i % 32 == 0 && j % 32 == 0)
                 scales[(i / 32) * nbk + j / 32] = 0x7F;
         }
 }
 
-// S [lq][lk] takes the entries of t on the diagonal blocks.
-__global__ void bwd_take_diagonal(float *s, const float *t, int64_t lq, int64_t lk, int64_t ld, int64_t bm)
+// S [n][lk] takes the entries of t on the diagonal blocks.
+__global__ void bwd_take_diagonal(float *s, const float *t, rows_of rows, int64_t lk, int64_t ld, int64_t bm)
 {
     const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= lk)
         return;
-    for (int64_t i = blockIdx.y; i < lq; i += gridDim.y)
-        if (diagonal_at(i, j - j % 32, lq, lk, bm))
+    for (int64_t i = blockIdx.y; i < rows.n; i += gridDim.y)
+        if (diagonal_at(rows.first + i, j - j % 32, rows.lq, lk, bm))
             s[i * ld + j] = t[i * ld + j];
 }
 
-// P or dS [lq][lk] (row stride ld) to bf16 at nearest even on the
+// P or dS [n][lk] (row stride ld) to bf16 at nearest even on the
 // diagonal blocks (query tiles of bm rows) and +0 elsewhere, rows of
 // out_ld. Grid x over the columns, y over the rows.
-__global__ void bwd_to_bf16(const float *x, int64_t rows, int64_t cols, int64_t ld, int64_t bm, uint16_t *out,
+__global__ void bwd_to_bf16(const float *x, rows_of rows, int64_t cols, int64_t ld, int64_t bm, uint16_t *out,
                             int64_t out_ld)
 {
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= cols)
         return;
-    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-        const bool dg = diagonal_at(r, c - c % 32, rows, cols, bm);
+    for (int64_t r = blockIdx.y; r < rows.n; r += gridDim.y) {
+        const bool dg = diagonal_at(rows.first + r, c - c % 32, rows.lq, cols, bm);
         const uint16_t v = dg ? (uint16_t)f32_to_bf16(__float_as_uint(x[r * ld + c])) : 0;
         out[r * out_ld + c] = v;
     }
@@ -219,23 +230,23 @@ __global__ void bwd_to_bf16(const float *x, int64_t rows, int64_t cols, int64_t 
 // The same, transposed, through 32 x 32 tiles in shared memory so that
 // both the reads and the writes are coalesced: block (32, 8), grid x over
 // the tiles of columns, y over those of rows.
-__global__ void bwd_to_bf16_t(const float *x, int64_t rows, int64_t cols, int64_t ld, int64_t bm, uint16_t *out,
+__global__ void bwd_to_bf16_t(const float *x, rows_of rows, int64_t cols, int64_t ld, int64_t bm, uint16_t *out,
                               int64_t out_ld)
 {
     __shared__ uint16_t tile[32][33];
     const int64_t c0 = (int64_t)blockIdx.x * 32;
-    for (int64_t r0 = (int64_t)blockIdx.y * 32; r0 < rows; r0 += (int64_t)gridDim.y * 32) {
+    for (int64_t r0 = (int64_t)blockIdx.y * 32; r0 < rows.n; r0 += (int64_t)gridDim.y * 32) {
         for (int y = (int)threadIdx.y; y < 32; y += 8) {
             const int64_t r = r0 + y, c = c0 + threadIdx.x;
             uint16_t v = 0;
-            if (r < rows && c < cols && diagonal_at(r, c - c % 32, rows, cols, bm))
+            if (r < rows.n && c < cols && diagonal_at(rows.first + r, c - c % 32, rows.lq, cols, bm))
                 v = (uint16_t)f32_to_bf16(__float_as_uint(x[r * ld + c]));
             tile[y][threadIdx.x] = v;
         }
         __syncthreads();
         for (int y = (int)threadIdx.y; y < 32; y += 8) {
             const int64_t c = c0 + y, r = r0 + threadIdx.x;
-            if (c < cols && r < rows)
+            if (c < cols && r < rows.n)
                 out[c * out_ld + r] = tile[threadIdx.x][y];
         }
         __syncthreads();
@@ -293,13 +304,15 @@ struct bwd_plan {
     // buffers
     uint8_t *qc, *qs, *oc, *os, *kc, *ks, *vc, *vs; // codes [tokens][H * D], scales
     float *delta;                                   // [tq][Hq]
-    float *s, *dp;                                  // scores [lq][lk]
-    uint8_t *pc, *ps, *dsc, *dss;                   // P's and dS's codes [lq][lk], square scales
+    int64_t rows;                                   // query rows a pass (bwd_head)
+    float *s, *dp;                                  // scores [rows][lk]
+    uint8_t *pc, *ps, *dsc, *dss;                   // P's and dS's codes [rows][lk], square scales
     uint8_t *ea, *eb;                               // operand scales expanded per row for a product
     float *dq, *dk, *dv, *gk, *gv;                  // one head's gradients, a group's sums
-    // the leak-free mask's bf16 operands: Q widened [lq][D]; K rounded from
-    // the input [lk][D] and [D][ldk]; Q and dO widened [D][ldq]; P^T and
-    // dS^T [lk][ldq]; dS [lq][ldk] (ldq, ldk: lengths rounded up to 8)
+    // the leak-free mask's bf16 operands: Q widened [rows][D]; K rounded
+    // from the input [lk][D] and [D][ldk]; Q and dO widened [D][ldq]; P^T
+    // and dS^T [lk][ldq]; dS [rows][ldk] (ldq, ldk: rows and lk rounded up
+    // to 8)
     uint16_t *qw, *kbf, *kbft, *qwt, *owt, *pbft, *dsbft, *dsbf;
     int64_t ldq, ldk;
 };
@@ -323,25 +336,27 @@ cudaError_t gemm_bf16_rows(bool sm100, const uint16_t *a, int64_t a_rs, const ui
                  : launch_gemm_bf16_rows(a, a_rs, b, b_rs, M, N, K, c, d, stream);
 }
 
-// The gradients of query head h for sequence b (its first tokens tq0 and
-// tk0, block rows qb0 and kb0 of the square scales) into pl.dq, dk, dv.
-// tiled: the causal chains run a tile at a time over the visited range.
-cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, int64_t tk0, int64_t qb0, int64_t kb0,
-                     int64_t h, bool tiled)
+// One pass of bwd_head: query rows rw.first .. of the sequence's rw.lq.
+// Rows of the pass's operands and scores count from rw.first (row r is the
+// sequence's rw.first + r); the row ranges below are the sequence's.
+cudaError_t bwd_rows(const bwd_plan &pl, const rows_of &rw, int64_t lk, int64_t tq0, int64_t tk0, int64_t qb0,
+                     int64_t kb0, int64_t h, bool tiled)
 {
+    const int64_t lq = rw.lq, lo = rw.first, hi = rw.first + rw.n, n = rw.n;
     const attn_bwd_args &a = pl.a;
     const int64_t d = pl.d, db = pl.db, hq = pl.hq, hkv = pl.hkv, g = h / (hq / hkv);
-    const int64_t nbq = (lq + 31) / 32, nbk = (lk + 31) / 32, ld = lk;
+    const int64_t nbq = (n + 31) / 32, nbk = (lk + 31) / 32, ld = lk;
     const int64_t bm = a.block_m, bn = a.block_n;
     cudaStream_t st = pl.stream;
     cudaError_t e;
     // this head's operands: codes and square scales of rows (tokens)
-    const dview q = {pl.qc + tq0 * hq * d + h * d, lq, d, hq * d, 1, MXFA_E4M3};
-    const dview o = {pl.oc + tq0 * hq * d + h * d, lq, d, hq * d, 1, MXFA_E4M3};
+    // (this pass's rows of Q and dO, and of their scales: lo is a multiple of 32)
+    const dview q = {pl.qc + (tq0 + lo) * hq * d + h * d, n, d, hq * d, 1, MXFA_E4M3};
+    const dview o = {pl.oc + (tq0 + lo) * hq * d + h * d, n, d, hq * d, 1, MXFA_E4M3};
     const dview k = {pl.kc + tk0 * hkv * d + g * d, lk, d, hkv * d, 1, MXFA_E4M3};
     const dview v = {pl.vc + tk0 * hkv * d + g * d, lk, d, hkv * d, 1, MXFA_E4M3};
-    const dview qs = {pl.qs + qb0 * hq * db + h * db, nbq, db, hq * db, 1, MXFA_E8M0};
-    const dview os = {pl.os + qb0 * hq * db + h * db, nbq, db, hq * db, 1, MXFA_E8M0};
+    const dview qs = {pl.qs + (qb0 + lo / 32) * hq * db + h * db, nbq, db, hq * db, 1, MXFA_E8M0};
+    const dview os = {pl.os + (qb0 + lo / 32) * hq * db + h * db, nbq, db, hq * db, 1, MXFA_E8M0};
     const dview ks = {pl.ks + kb0 * hkv * db + g * db, nbk, db, hkv * db, 1, MXFA_E8M0};
     const dview vs = {pl.vs + tk0 * hkv * db + g * db, lk, db, hkv * db, 1, MXFA_E8M0};
     auto transposed = [](dview x) { return dview{x.base, x.cols, x.rows, x.cs, x.rs, x.dtype}; };
@@ -351,10 +366,10 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
         *out = dview{dst, rows, src.cols, src.cols, 1, MXFA_E8M0};
         return launch_expand(src, 32, 1, *out, st);
     };
-    const dview sv = {reinterpret_cast<uint8_t *>(pl.s), lq, lk, ld, 1, MXFA_F32};
-    const dview dpv = {reinterpret_cast<uint8_t *>(pl.dp), lq, lk, ld, 1, MXFA_F32};
-    const dview pcv = {pl.pc, lq, lk, ld, 1, MXFA_E4M3}, psv = {pl.ps, nbq, nbk, nbk, 1, MXFA_E8M0};
-    const dview dcv = {pl.dsc, lq, lk, ld, 1, MXFA_E4M3}, dsv = {pl.dss, nbq, nbk, nbk, 1, MXFA_E8M0};
+    const dview sv = {reinterpret_cast<uint8_t *>(pl.s), n, lk, ld, 1, MXFA_F32};
+    const dview dpv = {reinterpret_cast<uint8_t *>(pl.dp), n, lk, ld, 1, MXFA_F32};
+    const dview pcv = {pl.pc, n, lk, ld, 1, MXFA_E4M3}, psv = {pl.ps, nbq, nbk, nbk, 1, MXFA_E8M0};
+    const dview dcv = {pl.dsc, n, lk, ld, 1, MXFA_E4M3}, dsv = {pl.dss, nbq, nbk, nbk, 1, MXFA_E8M0};
     dview ea, eb;
 
     const bool leak = a.leak_free;
@@ -381,11 +396,11 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
     auto slice = [](const dview &x, int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
         return dview{x.base + (r0 * x.rs + c0 * x.cs) * esize(x.dtype), nr, nc, x.rs, x.cs, x.dtype};
     };
-    const dim3 grid(blocks_for(lk, 256), rows_for(lq)), tgrid(blocks_for(lk, 32), rows_for((lq + 31) / 32));
+    const dim3 grid(blocks_for(lk, 256), rows_for(n)), tgrid(blocks_for(lk, 32), rows_for((n + 31) / 32));
 
     // S = Q K^T (leak-free: the diagonal blocks again, from bf16 operands:
     // Q widened, K rounded from the input); P
-    if ((e = expand(qs, lq, pl.ea, &ea)) != cudaSuccess || (e = expand(ks, lk, pl.eb, &eb)) != cudaSuccess ||
+    if ((e = expand(qs, n, pl.ea, &ea)) != cudaSuccess || (e = expand(ks, lk, pl.eb, &eb)) != cudaSuccess ||
         (e = gemm(pl, q, ea, k, eb, sv)) != cudaSuccess)
         return e;
     if (leak) {
@@ -394,17 +409,17 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
         // (K rounded to bf16, kbf and kbft, is made once a KV head by the caller)
         // the whole of Q K^T in bf16 into dP's buffer (not yet in use),
         // its diagonal blocks into S
-        if ((e = gemm_bf16_rows(pl.a.sm100, pl.qw, d, pl.kbf, d, lq, lk, d, nullptr, dpv, st)) != cudaSuccess)
+        if ((e = gemm_bf16_rows(pl.a.sm100, pl.qw, d, pl.kbf, d, n, lk, d, nullptr, dpv, st)) != cudaSuccess)
             return e;
-        bwd_take_diagonal<<<grid, 256, 0, st>>>(pl.s, pl.dp, lq, lk, ld, bm);
+        bwd_take_diagonal<<<grid, 256, 0, st>>>(pl.s, pl.dp, rw, lk, ld, bm);
         if ((e = cudaGetLastError()) != cudaSuccess)
             return e;
     }
-    bwd_p<<<grid, 256, 0, st>>>(pl.s, lq, lk, ld, a.lse + tq0 * a.ls0 + h * a.ls1, a.ls0, a.c, a.log2e, a.causal,
+    bwd_p<<<grid, 256, 0, st>>>(pl.s, rw, lk, ld, a.lse + (tq0 + lo) * a.ls0 + h * a.ls1, a.ls0, a.c, a.log2e, a.causal,
                                 a.p_dynamic ? nullptr : pl.pc);
     if ((e = cudaGetLastError()) != cudaSuccess)
         return e;
-    const mxfa_segment whole = {0, lq, 0};
+    const mxfa_segment whole = {0, n, 0};
     if (a.p_dynamic)
         e = launch_quantize(sv, &whole, 1, MXFA_PRESET_RCEIL, MXFA_BLOCK_SQUARE, pcv, psv, st);
     else
@@ -412,24 +427,24 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
     if (e != cudaSuccess)
         return e;
     if (leak) { // P^T in bf16, from P in fp32 (not from its codes), on the diagonal; its codes off it
-        bwd_mask_diagonal<<<grid, 256, 0, st>>>(pl.pc, pl.ps, lq, lk, ld, nbk, bm);
-        bwd_to_bf16_t<<<tgrid, dim3(32, 8), 0, st>>>(pl.s, lq, lk, ld, bm, pl.pbft, ldq);
+        bwd_mask_diagonal<<<grid, 256, 0, st>>>(pl.pc, pl.ps, rw, lk, ld, nbk, bm);
+        bwd_to_bf16_t<<<tgrid, dim3(32, 8), 0, st>>>(pl.s, rw, lk, ld, bm, pl.pbft, ldq);
         if ((e = cudaGetLastError()) != cudaSuccess)
             return e;
     }
 
     // dP = dO V^T (fp8 everywhere, also on the diagonal); dS, quantized
     // with the call's preset (leak-free: also in bf16, as is and transposed)
-    if ((e = expand(os, lq, pl.ea, &ea)) != cudaSuccess || (e = gemm(pl, o, ea, v, vs, dpv)) != cudaSuccess)
+    if ((e = expand(os, n, pl.ea, &ea)) != cudaSuccess || (e = gemm(pl, o, ea, v, vs, dpv)) != cudaSuccess)
         return e;
-    bwd_ds<<<grid, 256, 0, st>>>(pl.s, pl.dp, lq, lk, ld, pl.delta + tq0 * hq + h, hq);
+    bwd_ds<<<grid, 256, 0, st>>>(pl.s, pl.dp, n, lk, ld, pl.delta + (tq0 + lo) * hq + h, hq);
     if ((e = cudaGetLastError()) != cudaSuccess ||
         (e = launch_quantize(dpv, &whole, 1, a.preset, MXFA_BLOCK_SQUARE, dcv, dsv, st)) != cudaSuccess)
         return e;
     if (leak) {
-        bwd_mask_diagonal<<<grid, 256, 0, st>>>(pl.dsc, pl.dss, lq, lk, ld, nbk, bm);
-        bwd_to_bf16_t<<<tgrid, dim3(32, 8), 0, st>>>(pl.dp, lq, lk, ld, bm, pl.dsbft, ldq);
-        bwd_to_bf16<<<grid, 256, 0, st>>>(pl.dp, lq, lk, ld, bm, pl.dsbf, ldk);
+        bwd_mask_diagonal<<<grid, 256, 0, st>>>(pl.dsc, pl.dss, rw, lk, ld, nbk, bm);
+        bwd_to_bf16_t<<<tgrid, dim3(32, 8), 0, st>>>(pl.dp, rw, lk, ld, bm, pl.dsbft, ldq);
+        bwd_to_bf16<<<grid, 256, 0, st>>>(pl.dp, rw, lk, ld, bm, pl.dsbf, ldk);
         if ((e = cudaGetLastError()) != cudaSuccess)
             return e;
     }
@@ -459,9 +474,10 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
             return e;
         if (leak && (e = launch_widen(transposed(bc), eb, bbf, ldq, st)) != cudaSuccess)
             return e;
-        if (leak && !tiled) {
+        if (leak && !tiled) { // (a later pass: both products on from the chains so far)
             const dview dd = {reinterpret_cast<uint8_t *>(out), lk, d, d, 1, MXFA_F32};
-            if ((e = gemm_bf16_rows(pl.a.sm100, abf, ldq, bbf, ldq, lk, d, lq, nullptr, dd, st)) != cudaSuccess ||
+            if ((e = gemm_bf16_rows(pl.a.sm100, abf, ldq, bbf, ldq, lk, d, n, lo > 0 ? &dd : nullptr, dd, st)) !=
+                    cudaSuccess ||
                 (e = gemm(pl, transposed(ac), ea, transposed(bc), eb, dd, true)) != cudaSuccess)
                 return e;
             continue;
@@ -473,10 +489,15 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
             while (by_tile && r_first < lq && tile_limit(r_first) < c0)
                 r_first += bm;
             if (r_first >= lq) { // no query tile sees these keys
-                if ((e = cudaMemsetAsync(out + c0 * d, 0, (size_t)(nk * d) * 4, st)) != cudaSuccess)
+                if (lo == 0 && (e = cudaMemsetAsync(out + c0 * d, 0, (size_t)(nk * d) * 4, st)) != cudaSuccess)
                     return e;
                 continue;
             }
+            // this pass's part of the visited rows: [from, hi); the chains
+            // start here when the first visited tile is this pass's
+            const int64_t from = r_first > lo ? r_first : lo;
+            if (from >= hi)
+                continue;
             // the diagonal query tiles of key block kb0, [*x0, *x1)
             auto diagonal_rows = [&](int64_t kb0, int64_t *x0, int64_t *x1) {
                 bool any = false;
@@ -496,21 +517,27 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
                 g1 = g1 < c0 + nk ? g1 : c0 + nk;
                 const int64_t ng = g1 - g0;
                 const dview dd = {reinterpret_cast<uint8_t *>(out + g0 * d), ng, d, d, 1, MXFA_F32};
-                bool first = true;
+                bool first = r_first >= lo;
+                // the sequence's query rows [q0, q1) within [from, hi), as
+                // rows of this pass
                 auto fp8 = [&](int64_t q0, int64_t q1) {
+                    q0 = q0 > from ? q0 : from, q1 = q1 < hi ? q1 : hi;
                     if (q1 <= q0)
                         return cudaSuccess;
-                    const int64_t qb = q0 / 32, nb = (q1 - q0 + 31) / 32;
+                    const int64_t r = q0 - lo, qb = r / 32, nb = (q1 - q0 + 31) / 32;
                     const bool acc = !first;
                     first = false;
-                    return gemm(pl, slice(transposed(ac), g0, ng, q0, q1 - q0), slice(ea, g0, ng, qb, nb),
-                                slice(transposed(bc), 0, d, q0, q1 - q0), slice(eb, 0, d, qb, nb), dd, acc);
+                    return gemm(pl, slice(transposed(ac), g0, ng, r, q1 - q0), slice(ea, g0, ng, qb, nb),
+                                slice(transposed(bc), 0, d, r, q1 - q0), slice(eb, 0, d, qb, nb), dd, acc);
                 };
                 auto bf16 = [&](int64_t q0, int64_t q1) {
+                    q0 = q0 > from ? q0 : from, q1 = q1 < hi ? q1 : hi;
+                    if (q1 <= q0)
+                        return cudaSuccess;
                     const bool acc = !first;
                     first = false;
-                    return gemm_bf16_rows(pl.a.sm100, abf + g0 * ldq + q0, ldq, bbf + q0, ldq, ng, d, q1 - q0,
-                                                 acc ? &dd : nullptr, dd, st);
+                    return gemm_bf16_rows(pl.a.sm100, abf + g0 * ldq + (q0 - lo), ldq, bbf + (q0 - lo), ldq, ng, d,
+                                          q1 - q0, acc ? &dd : nullptr, dd, st);
                 };
                 if (dg) {
                     if ((e = fp8(r_first, x0)) != cudaSuccess || (e = bf16(x0, x1)) != cudaSuccess ||
@@ -526,13 +553,13 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
 
     // dQ = dS K: per query tile, over the visited key tiles; the diagonal
     // key blocks take bf16 steps
-    if ((e = expand(dsv, lq, pl.ea, &ea)) != cudaSuccess || (e = expand(transposed(ks), d, pl.eb, &eb)) != cudaSuccess)
+    if ((e = expand(dsv, n, pl.ea, &ea)) != cudaSuccess || (e = expand(transposed(ks), d, pl.eb, &eb)) != cudaSuccess)
         return e;
     if (leak && !tiled) {
-        const dview dd = {reinterpret_cast<uint8_t *>(pl.dq), lq, d, d, 1, MXFA_F32};
+        const dview dd = {reinterpret_cast<uint8_t *>(pl.dq + lo * d), n, d, d, 1, MXFA_F32};
         if ((e = gemm(pl, dcv, ea, transposed(k), eb, dd)) != cudaSuccess)
             return e;
-        return gemm_bf16_rows(pl.a.sm100, pl.dsbf, ldk, pl.kbft, ldk, lq, d, lk, &dd, dd, st);
+        return gemm_bf16_rows(pl.a.sm100, pl.dsbf, ldk, pl.kbft, ldk, n, d, lk, &dd, dd, st);
     }
     // Under the causal mask dQ always ends at the query tile's last visited
     // key tile: a skipped step after the visited ones would turn an
@@ -540,9 +567,9 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
     // fma(+0, s, -0) being +0. (dV and dK meet their skipped steps first,
     // while the accumulator is still +0.)
     const bool dq_by_tile = by_tile || a.causal;
-    const int64_t step = dq_by_tile ? bm : lq;
-    for (int64_t r0 = 0; r0 < lq; r0 += step) {
-        const int64_t nr = lq - r0 < step ? lq - r0 : step;
+    const int64_t step = dq_by_tile ? bm : n;
+    for (int64_t r0 = lo; r0 < hi; r0 += step) {
+        const int64_t nr = hi - r0 < step ? hi - r0 : step;
         int64_t kend = lk;
         if (dq_by_tile) {
             const int64_t lim = tile_limit(r0);
@@ -562,7 +589,7 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
             const int64_t kb = k0 / 32, nb = (k1 - k0 + 31) / 32;
             const bool acc = !first;
             first = false;
-            return gemm(pl, slice(dcv, r0, nr, k0, k1 - k0), slice(ea, r0, nr, kb, nb),
+            return gemm(pl, slice(dcv, r0 - lo, nr, k0, k1 - k0), slice(ea, r0 - lo, nr, kb, nb),
                         slice(transposed(k), 0, d, k0, k1 - k0), slice(eb, 0, d, kb, nb), dd, acc);
         };
         int64_t k0 = 0, k1 = 0;
@@ -571,13 +598,32 @@ cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, in
                 return e;
             const bool acc = !first;
             first = false;
-            if ((e = gemm_bf16_rows(pl.a.sm100, pl.dsbf + r0 * ldk + k0, ldk, pl.kbft + k0, ldk, nr, d, k1 - k0,
+            if ((e = gemm_bf16_rows(pl.a.sm100, pl.dsbf + (r0 - lo) * ldk + k0, ldk, pl.kbft + k0, ldk, nr, d, k1 - k0,
                                            acc ? &dd : nullptr, dd, st)) != cudaSuccess ||
                 (e = fp8(k1, kend)) != cudaSuccess)
                 return e;
         } else if ((e = fp8(0, kend)) != cudaSuccess) {
             return e;
         }
+    }
+    return cudaSuccess;
+}
+
+// The gradients of query head h for sequence b (its first tokens tq0 and
+// tk0, block rows qb0 and kb0 of the square scales) into pl.dq, dk, dv, a
+// pass over pl.rows query rows at a time (the scores of those rows and
+// every key). A pass adds its query tiles to the chains of dV and dK, each
+// key's accumulator carried from the pass before as C: the reference's
+// order. dQ's chains, over the keys, lie within a pass.
+// tiled: the causal chains run a tile at a time over the visited range.
+cudaError_t bwd_head(const bwd_plan &pl, int64_t lq, int64_t lk, int64_t tq0, int64_t tk0, int64_t qb0, int64_t kb0,
+                     int64_t h, bool tiled)
+{
+    for (int64_t first = 0; first < lq; first += pl.rows) {
+        const rows_of rw = {first, lq - first < pl.rows ? lq - first : pl.rows, lq};
+        const cudaError_t e = bwd_rows(pl, rw, lk, tq0, tk0, qb0, kb0, h, tiled);
+        if (e != cudaSuccess)
+            return e;
     }
     return cudaSuccess;
 }
@@ -602,18 +648,35 @@ cudaError_t launch_attn_bwd_composed(const attn_bwd_args &a, cudaStream_t stream
         max_lq = lq > max_lq ? lq : max_lq, max_lk = lk > max_lk ? lk : max_lk;
         max_pair = lq * lk > max_pair ? lq * lk : max_pair;
     }
-    // the scores of the sequence with the most, 10 bytes each (16 under the
-    // leak-free mask), must fit in memory
-    if (max_pair > ((int64_t)1 << 38)) {
+    // A pass of bwd_head takes the scores of `rows` query rows and every
+    // key of a sequence, 10 bytes each (16 under the leak-free mask): all
+    // of a sequence's rows where SCORE_BYTES holds them, else as many query
+    // tiles as it holds (one at least), so that the memory grows with the
+    // sequence, not with its square. MXFA_BWD_PASS_TILES=n takes n tiles a
+    // pass (the tests: many passes on small cases).
+    constexpr int64_t SCORE_BYTES = (int64_t)256 << 20;
+    const int64_t per_score = a.leak_free ? 16 : 10, bm = a.block_m;
+    int64_t rows = max_lq;
+    if (max_pair > SCORE_BYTES / per_score) {
+        const int64_t tiles = SCORE_BYTES / per_score / (max_lk > 0 ? max_lk : 1) / bm;
+        rows = (tiles > 1 ? tiles : 1) * bm;
+    }
+    if (const char *env = getenv("MXFA_BWD_PASS_TILES")) {
+        const long tiles = strtol(env, nullptr, 10);
+        if (tiles > 0 && tiles < INT32_MAX / bm)
+            rows = tiles * bm;
+    }
+    rows = rows < max_lq ? rows : max_lq;
+    if (rows * max_lk > ((int64_t)1 << 38)) {
         free(qsegs);
         return cudaErrorMemoryAllocation;
     }
-    const int64_t mq = (max_lq + 31) / 32, mk = (max_lk + 31) / 32;
+    const int64_t mq = (rows + 31) / 32, mk = (max_lk + 31) / 32;
     auto max3 = [](int64_t x, int64_t y, int64_t z) { return x > y ? (x > z ? x : z) : (y > z ? y : z); };
-    // the scales expanded per row: A's of S and dP (lq x D / 32), of dV and
-    // dK (lk x query blocks) and of dQ (lq x key blocks); B's of S (lk x
+    // the scales expanded per row: A's of S and dP (rows x D / 32), of dV and
+    // dK (lk x query blocks) and of dQ (rows x key blocks); B's of S (lk x
     // D / 32), of dV and dK (D x query blocks) and of dQ (D x key blocks)
-    const size_t expanded_a = (size_t)max3(max_lq * db, max_lk * mq, max_lq * mk);
+    const size_t expanded_a = (size_t)max3(rows * db, max_lk * mq, rows * mk);
     const size_t expanded_b = (size_t)max3(max_lk * db, d * mq, d * mk);
     auto piece = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
     // scratch, one allocation cut in 256-byte aligned pieces: the operands
@@ -623,8 +686,9 @@ cudaError_t launch_attn_bwd_composed(const attn_bwd_args &a, cudaStream_t stream
                                    (size_t)(qblocks * hq * db), (size_t)(tk * hkv * d),    (size_t)(kblocks * hkv * db),
                                    (size_t)(tk * hkv * d),    (size_t)(tk * hkv * db),     (size_t)(tq * hq) * 4,
                                    sizeof(int)};
-    const int64_t ldq = round_up(max_lq, 8), ldk = round_up(max_lk, 8); // bf16 rows 16-byte aligned
-    const size_t scores = (size_t)max_pair; // [lq][lk] of one sequence
+    const int64_t ldq = round_up(rows, 8), ldk = round_up(max_lk, 8); // bf16 rows 16-byte aligned
+    // [rows][lk] of a pass (one pass a sequence: its lq x lk, the largest)
+    const size_t scores = (size_t)(rows == max_lq ? max_pair : rows * max_lk);
     const size_t worker_sizes[] = {scores * 4,
                                    scores * 4,
                                    scores,
@@ -639,14 +703,14 @@ cudaError_t launch_attn_bwd_composed(const attn_bwd_args &a, cudaStream_t stream
                                    (size_t)(max_lk * d) * 4,
                                    (size_t)(max_lk * d) * 4,
                                    // the leak-free mask's bf16 operands
-                                   a.leak_free ? (size_t)(max_lq * d) * 2 : 0,
+                                   a.leak_free ? (size_t)(rows * d) * 2 : 0,
                                    a.leak_free ? (size_t)(max_lk * d) * 2 : 0,
                                    a.leak_free ? (size_t)(d * ldk) * 2 : 0,
                                    a.leak_free ? (size_t)(d * ldq) * 2 : 0,
                                    a.leak_free ? (size_t)(d * ldq) * 2 : 0,
                                    a.leak_free ? (size_t)(max_lk * ldq) * 2 : 0,
                                    a.leak_free ? (size_t)(max_lk * ldq) * 2 : 0,
-                                   a.leak_free ? (size_t)(max_lq * ldk) * 2 : 0};
+                                   a.leak_free ? (size_t)(rows * ldk) * 2 : 0};
     constexpr int NSHARED = sizeof shared_sizes / sizeof shared_sizes[0];
     constexpr int NWORKER = sizeof worker_sizes / sizeof worker_sizes[0];
     size_t shared_at[NSHARED], worker_at[NWORKER], shared_total = 0, worker_total = 0;
@@ -755,7 +819,7 @@ cudaError_t launch_attn_bwd_composed(const attn_bwd_args &a, cudaStream_t stream
         for (int i = 0; i < 8; i++)
             bf[i] = reinterpret_cast<uint16_t *>(w + worker_at[13 + i]);
         q.qw = bf[0], q.kbf = bf[1], q.kbft = bf[2], q.qwt = bf[3], q.owt = bf[4], q.pbft = bf[5], q.dsbft = bf[6];
-        q.dsbf = bf[7], q.ldq = ldq, q.ldk = ldk;
+        q.dsbf = bf[7], q.ldq = ldq, q.ldk = ldk, q.rows = rows;
     }
 
     const int64_t group = hq / hkv;
