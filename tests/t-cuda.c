@@ -757,7 +757,7 @@ static int bwd_fused_only; /* bwd_case draws only what the fused sm90-bf16 kerne
 static int bwd_case(int trial, int device, char *what, size_t what_len)
 {
     static const int64_t dims[3] = {64, 128, 256};
-    const int64_t d = dims[rng_below(bwd_fused_only ? 2 : 3)];
+    const int64_t d = dims[rng_below(3)];
     const int batch = 1 + (int)rng_below(3);
     const int hkv = 1 + (int)rng_below(2), group = 1 + (int)rng_below(3);
     const int64_t hq = hkv * group;
@@ -1101,7 +1101,7 @@ int main(void)
         unsetenv("MXFA_BWD_COMPOSED");
         bwd_fused_only = 1;
         setenv("MXFA_BWD_FUSED", "1", 1); /* each of these calls must take the fused kernel */
-        run_cases_against("attention backward under sm90-bf16, the fused kernel's cases (D = 64, 128; every mask)",
+        run_cases_against("attention backward under sm90-bf16, the fused kernel's cases (D = 64, 128, 256; every mask)",
                           bwd_case, 60, "the cpu backend's (and two runs on different grids, every byte the same)");
         bwd_fused_only = 0;
         unsetenv("MXFA_BWD_MAX_CTAS");

@@ -2,8 +2,8 @@
 // The attention backward on Hopper: the fused sm90-bf16 kernel
 // (bwd_bf16.cuh) where it serves, with its packing before it and its
 // stores after; the composition of GEMM calls (gpu/common/
-// attn_bwd_composed.cu) everywhere else: under sm90-fp8, at D = 256 and
-// with tiles other than 128 x 128, which the fused kernel does not take yet.
+// attn_bwd_composed.cu) everywhere else: under sm90-fp8 and with tiles
+// other than 128 x 128, which the fused kernel does not take yet.
 #include <cstdlib>
 
 #include "hopper.cuh"
@@ -207,7 +207,7 @@ template <int D> bwd_kernel_fn bwd_kernel(const attn_bwd_args &a)
     return a.p_dynamic ? attn_bwd_bf16<D, true, false> : attn_bwd_bf16<D, false, false>;
 }
 
-// Where the fused kernel serves: sm90-bf16 on Hopper, D = 64 or 128, the
+// Where the fused kernel serves: sm90-bf16 on Hopper, D = 64, 128 or 256, the
 // default tiles, coordinates within 32 bits,
 // items with room for a grid's stride below 2^31, heads within a grid's y
 // (the packing's), a kernel image with the registers its warpgroups share
@@ -217,18 +217,18 @@ bool fused_bf16_serves(const attn_bwd_args &a)
 {
     const int64_t d = a.q.n2, hq = a.q.n1, hkv = a.k.n1;
     const char *env = getenv("MXFA_BWD_COMPOSED");
-    if (!a.bf16_model || a.sm100 || (d != 64 && d != 128) || a.block_m != 128 || a.block_n != 128 ||
+    if (!a.bf16_model || a.sm100 || (d != 64 && d != 128 && d != 256) || a.block_m != 128 || a.block_n != 128 ||
         (env && env[0] == '1'))
         return false;
     int64_t q_rows, k_rows;
     packed_rows(a, &q_rows, &k_rows);
     const int64_t lim = (int64_t)1 << 31;
     if (hq > 65535 || hkv > 65535 || hq * q_rows >= lim || hkv * k_rows >= lim ||
-        (k_rows / bwd90::BN) * hq >= lim - 65536)
+        (k_rows / 64) * hq >= lim - 65536) // (items of 64 keys at D = 256)
         return false;
     cudaFuncAttributes fa;
     const int need = (128 * bwd90::PRODUCER_REGS + 256 * bwd90::CONSUMER_REGS) / bwd90::THREADS;
-    const bwd_kernel_fn kernel = d == 64 ? bwd_kernel<64>(a) : bwd_kernel<128>(a);
+    const bwd_kernel_fn kernel = d == 64 ? bwd_kernel<64>(a) : d == 128 ? bwd_kernel<128>(a) : bwd_kernel<256>(a);
     if (cudaFuncGetAttributes(&fa, (const void *)kernel) != cudaSuccess || fa.numRegs < need) {
         cudaGetLastError(); // (cleared: the composition runs instead)
         return false;
@@ -239,6 +239,7 @@ bool fused_bf16_serves(const attn_bwd_args &a)
 template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t stream)
 {
     using namespace bwd90;
+    constexpr int KEYS = bwd_config<D>::KEYS, BQ = bwd_config<D>::BQ;
     const int64_t hq = a.q.n1, hkv = a.k.n1, group = hq / hkv, tq = a.q.n0;
     const int batch = a.batch;
     seq *hs = static_cast<seq *>(malloc(sizeof(seq) * (size_t)batch));
@@ -321,9 +322,9 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
     const CUtensorMapDataType bf16 = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, f32 = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
     const CUtensorMapSwizzle sw = CU_TENSOR_MAP_SWIZZLE_128B;
     if (e == cudaSuccess &&
-        ((e = tensor_map(&m[0], bf16, kw, D, (uint64_t)(hkv * k_rows), D * 2, 64, BN, sw)) != cudaSuccess ||
-         (e = tensor_map(&m[1], bf16, vw, D, (uint64_t)(hkv * k_rows), D * 2, 64, BN, sw)) != cudaSuccess ||
-         (e = tensor_map(&m[2], bf16, a.leak_free ? kr : kw, D, (uint64_t)(hkv * k_rows), D * 2, 64, BN, sw)) !=
+        ((e = tensor_map(&m[0], bf16, kw, D, (uint64_t)(hkv * k_rows), D * 2, 64, KEYS, sw)) != cudaSuccess ||
+         (e = tensor_map(&m[1], bf16, vw, D, (uint64_t)(hkv * k_rows), D * 2, 64, KEYS, sw)) != cudaSuccess ||
+         (e = tensor_map(&m[2], bf16, a.leak_free ? kr : kw, D, (uint64_t)(hkv * k_rows), D * 2, 64, KEYS, sw)) !=
              cudaSuccess ||
          (e = tensor_map(&m[3], bf16, qw, D, (uint64_t)(hq * q_rows), D * 2, 64, BQ, sw)) != cudaSuccess ||
          (e = tensor_map(&m[4], bf16, ow, D, (uint64_t)(hq * q_rows), D * 2, 64, BQ, sw)) != cudaSuccess ||
@@ -335,7 +336,7 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
         ; // e says which
     bwd_params p;
     p.seqs = dseqs, p.batch = batch, p.group = (int)group, p.hq = (int)hq;
-    p.q_rows = q_rows, p.k_rows = k_rows, p.items = (int)((k_rows / BN) * hq);
+    p.q_rows = q_rows, p.k_rows = k_rows, p.items = (int)((k_rows / KEYS) * hq);
     p.c = a.c, p.causal = a.causal, p.preset = a.preset;
     p.dq = dq, p.sem = sem;
     p.direct = direct, p.scale = a.softmax_scale, p.dk_out = a.dk, p.dv_out = a.dv, p.dk = dk, p.dv = dv;
@@ -403,7 +404,7 @@ cudaError_t launch_attn_bwd_sm90(const attn_bwd_args &a, cudaStream_t stream)
         return cudaErrorNotSupported;
     if (!fused)
         return launch_attn_bwd_composed(a, stream);
-    return a.q.n2 == 64 ? fused_bf16<64>(a, stream) : fused_bf16<128>(a, stream);
+    return a.q.n2 == 64 ? fused_bf16<64>(a, stream) : a.q.n2 == 128 ? fused_bf16<128>(a, stream) : fused_bf16<256>(a, stream);
 }
 
 } // namespace mxfa_gpu

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The fused attention backward on Hopper under the sm90-bf16 model, bit for
 // bit the algorithm of cpu/ref/attn_bwd.c (docs/NUMERICS.md, "Attention
-// backward") for D = 64 and 128, every mask, const or dynamic P, the
+// backward") for D = 64, 128 and 256, every mask, const or dynamic P, the
 // reference's tiles of 128 queries and 128 keys (block_m = block_n = 128).
 // Memory O(S): no score matrix anywhere.
 //
@@ -80,9 +80,8 @@ namespace bwd90 {
 using namespace sm90;
 using fwd90::seq;
 
-constexpr int BN = 128;  // keys an item (the reference's key tile)
+constexpr int BN = 128;  // the reference's key tile
 constexpr int BMQ = 128; // the reference's query tile
-constexpr int BQ = 64;   // queries a step
 static_assert(BMQ == fwd90::BM, "the leak-free mask's query tile is the forward's");
 constexpr int THREADS = 384;
 // lse2 of a row whose LSE is -Inf, and of the padding rows: a NaN that no
@@ -100,32 +99,45 @@ static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= CTA_REGS * THREADS, "
 // pair of warps' (the two that share a square block's keys): 4 + 2 wi + w / 2
 enum bwd_barrier : uint32_t { BAR_CONSUMERS = 1, BAR_PAIR0 = 4 };
 
+// D = 64 and 128: an item is a key tile, 64 keys a warpgroup, each with
+// all of D; a step 64 queries. D = 256 (SPLIT): dK and dV of 64 keys and
+// all of D do not fit one warpgroup's registers, so an item is half a key
+// tile, both warpgroups make its S^T, P, dP^T and dS (the same values),
+// and each takes half of D's columns of dV, dK and dQ; a step is 32
+// queries (the shared memory of 64 would not fit), and dQ^T = K^T dS^T
+// (wgmma's M is 64: D's columns as its rows).
 template <int D> struct bwd_config {
-    static_assert(D == 64 || D == 128, "head dim");
+    static_assert(D == 64 || D == 128 || D == 256, "head dim");
     static constexpr int P = D / 64; // 64-column (128-byte) panels of K, V, Q and dO rows
     static constexpr int STAGES = 2;
+    static constexpr bool SPLIT = D == 256;
+    static constexpr int KEYS = SPLIT ? 64 : 128; // keys an item
+    static constexpr int BQ = SPLIT ? 32 : 64;    // queries a step
+    static constexpr int DW = SPLIT ? D / 2 : D;  // columns of dK and dV a warpgroup's
+    static_assert(BN % KEYS == 0 && BMQ % BQ == 0, "an item within a key tile, steps within a query tile");
 };
 
 // Shared memory, every operand in 128-byte rows in 128-byte swizzle, each
 // array 1024-byte aligned.
 template <int D> struct __align__(1024) bwd_shared {
     using cf = bwd_config<D>;
-    uint16_t k[cf::P][BN * 64];  // K: the item's keys' rows, A of S^T, B of dQ (MN-major)
-    uint16_t v[cf::P][BN * 64];  // V, A of dP^T
-    uint16_t kr[cf::P][BN * 64]; // the leak-free mask's K (the header): A of S^T, B of dQ
-    uint16_t q[cf::STAGES][cf::P][BQ * 64]; // Q: B of S^T (K-major) and of dK (MN-major)
-    uint16_t o[cf::STAGES][cf::P][BQ * 64]; // dO: B of dP^T (K-major) and of dV (MN-major)
-    // dS: the step's 64 query rows, 64 keys a panel, A of dQ; two, by the
-    // step's parity, so that a warpgroup writes the next step's while the
-    // other's product may still read this one's
-    uint16_t ds[2][BN / 64][BQ * 64];
-    // dQ of the step's 64 query rows, 32 columns a panel in 128-byte swizzle
+    uint16_t k[cf::P][cf::KEYS * 64];  // K: the item's keys' rows, A of S^T, B of dQ (MN-major)
+    uint16_t v[cf::P][cf::KEYS * 64];  // V, A of dP^T
+    uint16_t kr[cf::P][cf::KEYS * 64]; // the leak-free mask's K (the header): A of S^T, B of dQ
+    uint16_t q[cf::STAGES][cf::P][cf::BQ * 64]; // Q: B of S^T (K-major) and of dK (MN-major)
+    uint16_t o[cf::STAGES][cf::P][cf::BQ * 64]; // dO: B of dP^T (K-major) and of dV (MN-major)
+    // dS: the step's query rows, 64 keys a panel (a warpgroup's; SPLIT:
+    // each warpgroup's copy of the item's), A of dQ (SPLIT: B of dQ^T);
+    // two, by the step's parity, so that a warpgroup writes the next step's
+    // while the other's product may still read this one's
+    uint16_t ds[2][2][cf::BQ * 64];
+    // dQ of the step's query rows, 32 columns a panel in 128-byte swizzle
     // (element (r, c) of a panel at byte 128 r + 16 ((c / 4) xor (r mod 8))
     // + 4 (c mod 4)): loaded and stored by the dQ agent (the tensor-memory
     // accelerator), read and written by the consumers around their product
-    float dqb[D / 32][BQ * 32];
-    alignas(128) float lse2[cf::STAGES][BQ];
-    alignas(128) float delta[cf::STAGES][BQ];
+    float dqb[D / 32][cf::BQ * 32];
+    alignas(128) float lse2[cf::STAGES][cf::BQ];
+    alignas(128) float delta[cf::STAGES][cf::BQ];
     // a square block's statistics, [P or dS][warpgroup][warp][query block]:
     // the largest |x| bits (NaN above Inf), and where that is not finite the
     // exact ones (amax with NaN ignored, NaN and Inf flags)
@@ -135,14 +147,15 @@ template <int D> struct __align__(1024) bwd_shared {
     uint64_t kv_full, kv_empty, full[cf::STAGES], empty[cf::STAGES], dq_full, dq_done;
 };
 template <int D> constexpr size_t BWD_SMEM_BYTES = sizeof(bwd_shared<D>) + 1024;
-static_assert(BWD_SMEM_BYTES<128> <= 227 * 1024 && BWD_SMEM_BYTES<64> <= 227 * 1024,
+static_assert(BWD_SMEM_BYTES<256> <= 227 * 1024 && BWD_SMEM_BYTES<128> <= 227 * 1024 &&
+                  BWD_SMEM_BYTES<64> <= 227 * 1024,
               "shared memory of an H100 or H200 CTA");
 
 struct bwd_params {
     const seq *seqs;
     int batch, group, hq;
     int64_t q_rows, k_rows; // packed rows a head (multiples of 128)
-    int items;              // (k_rows / BN) * hq
+    int items;              // (k_rows / KEYS) * hq (bwd_config's KEYS)
     float c;                // fl(scale * log2 e)
     bool causal;
     int preset; // dS's (and Q's, K's, dO's, V's in the packing)
@@ -157,39 +170,42 @@ struct bwd_params {
     int *sem;       // [Hq][q_rows / BMQ], zero at the start
 };
 
-// An item: key tile `tile` of the packed keys, query head h.
+// An item: keys `tile` (of KEYS each) of the packed keys, query head h.
 struct bwd_item {
     int h, kvh;
     seq sq;
     int c0;     // its first key in the sequence
-    int t;      // its index among the sequence's key tiles
+    int t;      // its index among the sequence's items (dQ's turn)
     int i0, nq; // the query tiles it visits: i0 .. i0 + nq - 1
 };
 
-__host__ __device__ inline bool make_item(const bwd_params &p, int w, bwd_item &it)
+template <int KEYS> __device__ __forceinline__ bool make_item(const bwd_params &p, int w, bwd_item &it)
 {
     const int tile = w / p.hq;
     it.h = w % p.hq, it.kvh = it.h / p.group;
     int lo = 0, hi = p.batch - 1; // the last sequence whose keys start at or before the tile
     while (lo < hi) {
         const int mid = (lo + hi + 1) / 2;
-        if (p.seqs[mid].k_off <= (int64_t)tile * BN)
+        if (p.seqs[mid].k_off <= (int64_t)tile * KEYS)
             lo = mid;
         else
             hi = mid - 1;
     }
     it.sq = p.seqs[lo];
-    it.c0 = (int)((int64_t)tile * BN - it.sq.k_off), it.t = it.c0 / BN;
+    it.c0 = (int)((int64_t)tile * KEYS - it.sq.k_off), it.t = it.c0 / KEYS;
     const int lq = (int)it.sq.lq, lk = (int)it.sq.lk;
     if (it.c0 >= lk)
         return false;
     // (a tile of keys that no query sees, of a sequence with no queries, is
     // an item of no steps: its dK and dV are zeros)
     const int nqt = (lq + BMQ - 1) / BMQ;
-    // the reference visits query tile i when its last row sees key c0
+    // the reference visits query tile i when its last row sees the key
+    // tile's first key (an item of half a tile visits what the tile does:
+    // its keys' steps where that row does not see them are the reference's)
+    const int tile0 = it.c0 - it.c0 % BN;
     int i0 = 0;
     if (p.causal)
-        while (i0 < nqt && (int64_t)(i0 * BMQ + BMQ < lq ? i0 * BMQ + BMQ : lq) - 1 + lk - lq < it.c0)
+        while (i0 < nqt && (int64_t)(i0 * BMQ + BMQ < lq ? i0 * BMQ + BMQ : lq) - 1 + lk - lq < tile0)
             i0++;
     it.i0 = i0, it.nq = nqt - i0;
     return true;
@@ -197,22 +213,22 @@ __host__ __device__ inline bool make_item(const bwd_params &p, int w, bwd_item &
 
 #ifdef MXFA_SM90_CODE
 
-// The rules of a thread's two square blocks (the 32 keys of warps w & ~1
-// and w | 1, the 32 queries of block qb = 0, 1; x holds the thread's 16
+// The rules of a thread's NB square blocks (the 32 keys of warps w & ~1
+// and w | 1, the 32 queries of block qb < NB; x holds the thread's 16
 // values of each, elements 16 qb .. 16 qb + 15): the largest |x| bits, a
 // warp's shuffle, then the neighbouring warp's through shared memory (the
 // pair's named barrier). Where that is not finite (a NaN or an Inf in the
 // block, rare) both warps of the pair take the exact statistics the same
 // way. plain: the block holds no NaN or Inf.
-template <int D>
+template <int D, int NB>
 __device__ __forceinline__ void square_rules(bwd_shared<D> &sh, int kind, int wi, int w, const fp8_fmt &f8, int preset,
-                                             const float (&x)[BQ / 2], block_rule (&rule)[2], bool (&plain)[2])
+                                             const float (&x)[16 * NB], block_rule (&rule)[NB], bool (&plain)[NB])
 {
     const uint32_t bar = BAR_PAIR0 + 2 * wi + w / 2;
     const bool lead = threadIdx.x % 32 == 0;
-    uint32_t top[2];
+    uint32_t top[NB];
 #pragma unroll
-    for (int qb = 0; qb < 2; qb++) {
+    for (int qb = 0; qb < NB; qb++) {
         uint32_t m = 0;
 #pragma unroll
         for (int i = 16 * qb; i < 16 * qb + 16; i++)
@@ -223,7 +239,7 @@ __device__ __forceinline__ void square_rules(bwd_shared<D> &sh, int kind, int wi
     }
     named_sync(bar, 64);
 #pragma unroll
-    for (int qb = 0; qb < 2; qb++) {
+    for (int qb = 0; qb < NB; qb++) {
         top[qb] = umax(top[qb], sh.xtop[kind][wi][w ^ 1][qb]);
         plain[qb] = top[qb] < kF32Inf;
         if (plain[qb]) {
@@ -271,23 +287,28 @@ __device__ __forceinline__ uint2 quantize_widen4(const fp8_fmt &f8, const block_
     return make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
 }
 
-// A thread's 32 values of its two square blocks (x, as square_rules takes
-// them) quantized under their rules and widened: the A fragments of four
-// steps (elements 8k .. 8k + 7 in a[k]). The branch is the warp's (a pair's
-// rules are its two warps'), taken once: where both blocks are plain the
-// code runs straight, with no jump over the general path at every four
+// A thread's 16 NB values of its NB square blocks (x, as square_rules
+// takes them) quantized under their rules and widened: the A fragments of
+// 2 NB steps (elements 8k .. 8k + 7 in a[k]). The branch is the warp's (a
+// pair's rules are its two warps'), taken once: where every block is plain
+// the code runs straight, with no jump over the general path at every four
 // elements (each such jump cost an instruction fetch).
-__device__ __forceinline__ void quantize_widen_frag(const fp8_fmt &f8, const block_rule (&rule)[2],
-                                                    const bool (&plain)[2], const float (&x)[BQ / 2],
-                                                    uint32_t (&a)[BQ / 16][4])
+template <int NB>
+__device__ __forceinline__ void quantize_widen_frag(const fp8_fmt &f8, const block_rule (&rule)[NB],
+                                                    const bool (&plain)[NB], const float (&x)[16 * NB],
+                                                    uint32_t (&a)[2 * NB][4])
 {
-    const bool fast = plain[0] && plain[1] && !rule[0].poisoned && !rule[1].poisoned && rule[0].scale < 0xFFu &&
-                      rule[1].scale < 0xFFu;
-    if (fast && !rule[0].away) { // (away is the preset's: both blocks or neither)
-        const float rcp[2] = {e8m0_reciprocal(rule[0].scale), e8m0_reciprocal(rule[1].scale)};
-        const float val[2] = {e8m0_value(rule[0].scale), e8m0_value(rule[1].scale)};
+    bool fast = true;
 #pragma unroll
-        for (int i = 0; i < BQ / 2; i += 4) {
+    for (int b = 0; b < NB; b++)
+        fast = fast && plain[b] && !rule[b].poisoned && rule[b].scale < 0xFFu;
+    if (fast && !rule[0].away) { // (away is the preset's: every block or none)
+        float rcp[NB], val[NB];
+#pragma unroll
+        for (int b = 0; b < NB; b++)
+            rcp[b] = e8m0_reciprocal(rule[b].scale), val[b] = e8m0_value(rule[b].scale);
+#pragma unroll
+        for (int i = 0; i < 16 * NB; i += 4) {
             const uint32_t codes = encode4_plain(f8, rcp[i / 16], __float_as_uint(x[i]), __float_as_uint(x[i + 1]),
                                                  __float_as_uint(x[i + 2]), __float_as_uint(x[i + 3]));
             const uint2 two = fwd90::widen4_plain(codes, val[i / 16]);
@@ -295,7 +316,7 @@ __device__ __forceinline__ void quantize_widen_frag(const fp8_fmt &f8, const blo
         }
     } else {
 #pragma unroll
-        for (int i = 0; i < BQ / 2; i += 4) {
+        for (int i = 0; i < 16 * NB; i += 4) {
             const uint2 two = quantize_widen4(f8, rule[i / 16], plain[i / 16], &x[i]);
             a[i / 8][(i % 8) / 2] = two.x, a[i / 8][(i % 8) / 2 + 1] = two.y;
         }
@@ -308,27 +329,27 @@ __device__ __forceinline__ void quantize_widen_frag(const fp8_fmt &f8, const blo
 __device__ __forceinline__ int frag_row(int w, int g, int i) { return 16 * w + g + 8 * ((i / 2) % 2); }
 __device__ __forceinline__ int frag_col(int t, int i) { return 8 * (i / 4) + 2 * t + i % 2; }
 
-// Row h8 of a thread's m64nD fragment x (key 16w + g, or 8 more: elements
-// 4q + 2 h8 and one more, columns 8q + 2t and one more) into row `tok`,
-// head h of out, each value fl(x scale) where SCALED (the reference's dK),
-// as store3 stores it. A contiguous row takes a pair a store (the pairs
-// are aligned where the row is), from one address; otherwise element by
-// element.
-template <int D, bool SCALED>
-__device__ __forceinline__ void store_frag_row(const nd3 &out, int64_t tok, int64_t h, int t, int h8,
-                                               const float (&x)[D / 2], float scale)
+// Row h8 of a thread's m64nDW fragment x (key 16w + g, or 8 more:
+// elements 4q + 2 h8 and one more, columns col0 + 8q + 2t and one more)
+// into row `tok`, head h of out, each value fl(x scale) where SCALED (the
+// reference's dK), as store3 stores it. A contiguous row takes a pair a
+// store (the pairs are aligned where the row is), from one address;
+// otherwise element by element.
+template <int DW, bool SCALED>
+__device__ __forceinline__ void store_frag_row(const nd3 &out, int64_t tok, int64_t h, int col0, int t, int h8,
+                                               const float (&x)[DW / 2], float scale)
 {
     auto val = [&](int i) {
         const float v = SCALED ? __fmul_rn(x[i], scale) : x[i];
         return v != v ? __uint_as_float(0x7FFFFFFFu) : v;
     };
-    const int64_t at = tok * out.s0 + h * out.s1;
+    const int64_t at = tok * out.s0 + h * out.s1 + (int64_t)col0 * out.s2;
     if (out.dtype == MXFA_BF16) {
         uint16_t *row = reinterpret_cast<uint16_t *>(out.base) + at;
         if (out.s2 == 1 && reinterpret_cast<uintptr_t>(row) % 4 == 0) {
             uint32_t *pairs = reinterpret_cast<uint32_t *>(row) + t;
 #pragma unroll
-            for (int q = 0; q < D / 8; q++)
+            for (int q = 0; q < DW / 8; q++)
                 pairs[4 * q] = f32_to_bf16(__float_as_uint(val(4 * q + 2 * h8))) |
                                f32_to_bf16(__float_as_uint(val(4 * q + 2 * h8 + 1))) << 16;
             return;
@@ -338,16 +359,16 @@ __device__ __forceinline__ void store_frag_row(const nd3 &out, int64_t tok, int6
         if (out.s2 == 1 && reinterpret_cast<uintptr_t>(row) % 8 == 0) {
             float2 *pairs = reinterpret_cast<float2 *>(row) + t;
 #pragma unroll
-            for (int q = 0; q < D / 8; q++)
+            for (int q = 0; q < DW / 8; q++)
                 pairs[4 * q] = make_float2(val(4 * q + 2 * h8), val(4 * q + 2 * h8 + 1));
             return;
         }
     }
 #pragma unroll
-    for (int q = 0; q < D / 8; q++)
+    for (int q = 0; q < DW / 8; q++)
 #pragma unroll
         for (int e = 0; e < 2; e++)
-            store3(out, tok, h, 8 * q + 2 * t + e, val(4 * q + 2 * h8 + e));
+            store3(out, tok, h, col0 + 8 * q + 2 * t + e, val(4 * q + 2 * h8 + e));
 }
 
 // lo and hi rounded to bf16 at nearest even, as a pair (lo in the low half)
@@ -370,7 +391,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 {
 #ifdef MXFA_SM90_CODE
     using cf = bwd_config<D>;
-    constexpr int STAGES = cf::STAGES;
+    constexpr int STAGES = cf::STAGES, BQ = cf::BQ, KEYS = cf::KEYS, DW = cf::DW, SUBS = BMQ / BQ;
+    constexpr bool SPLIT = cf::SPLIT;
     extern __shared__ uint8_t raw[];
     bwd_shared<D> &sh = aligned_shared<bwd_shared<D>>(raw);
     if (threadIdx.x == 0) {
@@ -389,14 +411,14 @@ __global__ void __launch_bounds__(THREADS, 1)
             int jd = 0;
             for (int w = (int)blockIdx.x; w < p.items; w += (int)gridDim.x) {
                 bwd_item it;
-                if (!make_item(p, w, it))
+                if (!make_item<KEYS>(p, w, it))
                     continue;
                 for (int i = it.i0; i < it.i0 + it.nq; i++)
-                    for (int half = 0; half < 2; half++, jd++) {
-                        const int r0 = i * BMQ + half * BQ;
+                    for (int sub = 0; sub < SUBS; sub++, jd++) {
+                        const int r0 = i * BMQ + sub * BQ;
                         if (r0 >= it.sq.lq)
                             break;
-                        const bool last_step = half == 1 || r0 + BQ >= it.sq.lq;
+                        const bool last_step = sub == SUBS - 1 || r0 + BQ >= it.sq.lq;
                         // this query tile's turn (key tile t), then its dQ
                         // (the acquire ordered before the async proxy's reads)
                         int *sem = p.sem + (int64_t)it.h * (p.q_rows / BMQ) + it.sq.q_off / BMQ + i;
@@ -428,7 +450,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         int n = 0, j = 0;
         for (int w = (int)blockIdx.x; w < p.items; w += (int)gridDim.x) {
             bwd_item it;
-            if (!make_item(p, w, it))
+            if (!make_item<KEYS>(p, w, it))
                 continue;
             if (n > 0)
                 bar_wait_idle(&sh.kv_empty, (n - 1) & 1);
@@ -442,8 +464,8 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
             n++;
             for (int i = it.i0; i < it.i0 + it.nq; i++)
-                for (int half = 0; half < 2; half++, j++) {
-                    const int r0 = i * BMQ + half * BQ;
+                for (int sub = 0; sub < SUBS; sub++, j++) {
+                    const int r0 = i * BMQ + sub * BQ;
                     if (r0 >= it.sq.lq)
                         break;
                     const int s = j % STAGES, phase = (j / STAGES) & 1;
@@ -472,23 +494,30 @@ __global__ void __launch_bounds__(THREADS, 1)
     int n = 0, j = 0;
     for (int item = (int)blockIdx.x; item < p.items; item += (int)gridDim.x) {
         bwd_item it;
-        if (!make_item(p, item, it))
+        if (!make_item<KEYS>(p, item, it))
             continue;
         const int lq = (int)it.sq.lq, lk = (int)it.sq.lk;
-        float dv[D / 2], dk[D / 2];
+        float dv[DW / 2], dk[DW / 2];
 #pragma unroll
-        for (int i = 0; i < D / 2; i++)
+        for (int i = 0; i < DW / 2; i++)
             dv[i] = 0.0f, dk[i] = 0.0f;
         bar_wait(&sh.kv_full, n & 1);
+        // the warpgroup's keys (the item's rows kw0 ..) and its columns of
+        // dK, dV and dQ (col0 ..)
+        const int kw0 = SPLIT ? 0 : wi * 64, col0 = SPLIT ? wi * DW : 0;
         // descriptors: kr's are k's plus KR (in the address field's 16 bytes)
         constexpr uint32_t KR = (uint32_t)(offsetof(bwd_shared<D>, kr) - offsetof(bwd_shared<D>, k)) / 16;
-        const uint64_t kd = opaque(desc_sw128(&sh.k[0][wi * 64 * 64])) + (LEAK_FREE ? KR : 0u),
-                       vd = opaque(desc_sw128(&sh.v[0][wi * 64 * 64]));
+        const uint64_t kd = opaque(desc_sw128(&sh.k[0][kw0 * 64])) + (LEAK_FREE ? KR : 0u),
+                       vd = opaque(desc_sw128(&sh.v[0][kw0 * 64]));
         // dQ's B: K's rows MN-major, this warpgroup's half of D's columns
-        // (at D = 64 half a 128-byte row: the descriptor starts 64 bytes in)
-        const uint64_t kmn = opaque(desc_sw128_mn(D == 128 ? &sh.k[wi][0] : &sh.k[0][32 * wi], BN * 128));
+        // (at D = 64 half a 128-byte row: the descriptor starts 64 bytes in);
+        // SPLIT: dQ^T's A, K's rows MN-major, 64 of the warpgroup's columns
+        // a panel (the second panel's descriptor is this one's plus KP)
+        const uint64_t kmn = opaque(desc_sw128_mn(SPLIT ? &sh.k[2 * wi][0] : D == 128 ? &sh.k[wi][0] : &sh.k[0][32 * wi],
+                                                  KEYS * 128));
+        constexpr uint32_t KP = (uint32_t)(sizeof sh.k[0]) / 16;
         // this thread's keys (rows of its fragments) in the sequence
-        const int key0 = it.c0 + wi * 64 + 16 * w + g;
+        const int key0 = it.c0 + kw0 + 16 * w + g;
         // the leak-free mask's diagonal blocks of query tile qi (bit b: keys
         // c0 + 32 b ..): where some row of the tile sees the block in part.
         // (Made again where it is used: ptxas keeps no register for it
@@ -499,7 +528,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 asm volatile("" : "+r"(qi));
                 const fwd90::q_tile qt = fwd90::make_q_tile(qi * BMQ, lq, lk, true);
 #pragma unroll
-                for (int b = 0; b < BN / 32; b++)
+                for (int b = 0; b < KEYS / 32; b++)
                     d |= (unsigned)qt.diagonal(it.c0 + 32 * b) << b;
             }
             return d;
@@ -514,14 +543,15 @@ __global__ void __launch_bounds__(THREADS, 1)
                 const fwd90::q_tile qt = fwd90::make_q_tile(qi * BMQ, lq, lk, true);
                 unsigned whole = 0;
 #pragma unroll
-                for (int b = 0; b < BN / 32; b++) {
+                for (int b = 0; b < KEYS / 32; b++) {
                     const int kb0 = it.c0 + 32 * b, klast = kb0 + 31 < lk - 1 ? kb0 + 31 : lk - 1;
                     whole |= (unsigned)(kb0 < lk && klast <= qt.lim_first) << b;
                 }
                 if (whole & kr_raw) {
                     named_sync(BAR_CONSUMERS, 256);
+                    // (each warpgroup copies its half of the item's blocks)
 #pragma unroll
-                    for (int b = 2 * wi; b < 2 * wi + 2; b++)
+                    for (int b = wi * KEYS / 64; b < (wi + 1) * KEYS / 64; b++)
                         if ((whole & kr_raw) >> b & 1u)
 #pragma unroll
                             for (int pn = 0; pn < cf::P; pn++) {
@@ -537,9 +567,9 @@ __global__ void __launch_bounds__(THREADS, 1)
                 }
             }
             // this warp's block (a pair of warps' 32 keys) in bf16
-            const bool wdiag = (diag_bits(qi) >> (2 * wi + w / 2) & 1u) != 0;
-            for (int half = 0; half < 2; half++) {
-                const int r0 = qi * BMQ + half * BQ;
+            const bool wdiag = (diag_bits(qi) >> (kw0 / 32 + w / 2) & 1u) != 0;
+            for (int sub = 0; sub < SUBS; sub++) {
+                const int r0 = qi * BMQ + sub * BQ;
                 if (r0 >= lq)
                     break;
                 const int s = j % STAGES;
@@ -558,7 +588,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < D / 16; kk++) {
-                    const uint64_t da = kd + (kk / 4) * (BN * 128 / 16) + (kk % 4) * 2;
+                    const uint64_t da = kd + (kk / 4) * (KEYS * 128 / 16) + (kk % 4) * 2;
                     const uint64_t db = qd + (kk / 4) * (BQ * 128 / 16) + (kk % 4) * 2;
                     if (kk == 0)
                         wgmma_bf16<BQ>::ss_zero(sc, da, db);
@@ -568,7 +598,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 wgmma_commit();
 #pragma unroll
                 for (int kk = 0; kk < D / 16; kk++)
-                    wgmma_bf16<BQ>::ss(dp, vd + (kk / 4) * (BN * 128 / 16) + (kk % 4) * 2,
+                    wgmma_bf16<BQ>::ss(dp, vd + (kk / 4) * (KEYS * 128 / 16) + (kk % 4) * 2,
                                        od + (kk / 4) * (BQ * 128 / 16) + (kk % 4) * 2);
                 wgmma_commit();
                 wgmma_wait<1>();
@@ -582,7 +612,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 // sequence's last keys and, under the causal mask, the
                 // diagonal), tests nothing an element.
                 {
-                    const int kw = it.c0 + wi * 64; // the warpgroup's first key
+                    const int kw = it.c0 + kw0; // the warpgroup's first key
                     bool unseen = false;
 #pragma unroll
                     for (int i = 0; i < BQ / 2; i += 4) {
@@ -622,8 +652,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                         pa[i / 8][(i % 8) / 2] = bf16x2(sc[i], sc[i + 1]);
                 } else if constexpr (P_DYNAMIC) {
                     // square blocks under rceil
-                    block_rule rule[2];
-                    bool plain[2];
+                    block_rule rule[BQ / 32];
+                    bool plain[BQ / 32];
                     square_rules<D>(sh, 0, wi, w, f8, 0, sc, rule, plain);
                     quantize_widen_frag(f8, rule, plain, sc, pa);
                 } else {
@@ -656,14 +686,15 @@ __global__ void __launch_bounds__(THREADS, 1)
                         }
                     }
                 }
-                // dV += P^T dO (dO as B: MN-major, 16 query rows a step);
-                // dP and dV both waited for before dS (P's fragments are not
-                // held past here: with them ptxas ran out of registers)
-                const uint64_t omn = opaque(desc_sw128_mn(sh.o[s][0], BQ * 128));
+                // dV += P^T dO (dO as B: MN-major, 16 query rows a step, the
+                // warpgroup's columns); dP and dV both waited for before dS
+                // (P's fragments are not held past here: with them ptxas
+                // ran out of registers)
+                const uint64_t omn = opaque(desc_sw128_mn(sh.o[s][col0 / 64], BQ * 128));
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < BQ / 16; kk++)
-                    wgmma_bf16<D>::rs_mn(dv, pa[kk], omn + kk * (16 * 128 / 16));
+                    wgmma_bf16<DW>::rs_mn(dv, pa[kk], omn + kk * (16 * 128 / 16));
                 wgmma_commit();
 
                 // dS = P (dP - delta), 0 where P is 0 (the reference skips it)
@@ -691,8 +722,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                             da[i / 8][(i % 8) / 2] = bf16x2(dp[i], dp[i + 1]),
                                              da[i / 8][(i % 8) / 2 + 1] = bf16x2(dp[i + 2], dp[i + 3]);
                     } else {
-                        block_rule rule[2];
-                        bool plain[2];
+                        block_rule rule[BQ / 32];
+                        bool plain[BQ / 32];
                         square_rules<D>(sh, 1, wi, w, f8, p.preset, dp, rule, plain);
                         quantize_widen_frag(f8, rule, plain, dp, da);
                     }
@@ -713,53 +744,99 @@ __global__ void __launch_bounds__(THREADS, 1)
                 // dS written (generic writes made visible to the tensor
                 // cores), dQ loaded and dQ += dS K
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-                const uint64_t qmn = opaque(desc_sw128_mn(sh.q[s][0], BQ * 128)), dsd = opaque(desc_sw128(sh.ds[j & 1][0]));
+                // (dS: both warpgroups' keys, dQ's A; SPLIT: the
+                // warpgroup's own copy of the item's, dQ^T's B)
+                const uint64_t qmn = opaque(desc_sw128_mn(sh.q[s][col0 / 64], BQ * 128)),
+                               dsd = opaque(desc_sw128(sh.ds[j & 1][SPLIT ? wi : 0]));
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < BQ / 16; kk++)
-                    wgmma_bf16<D>::rs_mn(dk, da[kk], qmn + kk * (16 * 128 / 16));
+                    wgmma_bf16<DW>::rs_mn(dk, da[kk], qmn + kk * (16 * 128 / 16));
                 wgmma_commit();
                 // both warpgroups' dS written; dQ from the agent's load
                 named_sync(BAR_CONSUMERS, 256);
                 bar_wait(&sh.dq_full, j & 1);
-                float dq[D / 4];
-                // element pair i of the fragment (row 16w + g + 8 ((i / 2) %
-                // 2), columns wi D / 2 + 8 (i / 4) + 2t and one more): the
-                // thread's base, the panel and the row half as immediate
-                // offsets, and four chunk offsets (the swizzle's xor with the
-                // row's g), so that few addresses stay live over the product
-                uint8_t *dqs = reinterpret_cast<uint8_t *>(sh.dqb) + (wi * (D / 64)) * (BQ * 128) + (16 * w + g) * 128 +
-                               ((((uint32_t)t >> 1) ^ ((uint32_t)g & 1)) << 4) + (t & 1) * 8;
-                uint32_t chunk[4];
+                if constexpr (SPLIT) {
+                    // dQ^T += K^T dS^T: the warpgroup's 128 columns of D as
+                    // the rows of two products (A: K's rows MN-major, 64
+                    // columns a panel; B: dS's query rows), the step's
+                    // queries as their columns, the item's keys along K.
+                    // Element i of product mi: column d = col0 + 64 mi +
+                    // 16w + g + 8 ((i / 2) % 2) of query 8 (i / 4) + 2t +
+                    // i % 2, in dqb's panel d / 32 (see bwd_shared)
+                    float dq[2][BQ / 2];
+                    auto dq_at = [&](int mi, int i) -> float & {
+                        const int d = col0 + 64 * mi + 16 * w + g + 8 * ((i / 2) % 2), c = d % 32;
+                        const int q = 8 * (i / 4) + 2 * t + i % 2;
+                        return *reinterpret_cast<float *>(reinterpret_cast<uint8_t *>(sh.dqb[d / 32]) + 128 * q +
+                                                          16 * ((c / 4) ^ (q % 8)) + 4 * (c % 4));
+                    };
 #pragma unroll
-                for (int m = 0; m < 4; m++)
-                    chunk[m] = ((uint32_t)(2 * m) ^ ((uint32_t)g & 6)) << 4;
-                auto dq_pair = [&](int i) {
-                    return reinterpret_cast<float2 *>(dqs + (i / 16) * (BQ * 128) + ((i / 2) % 2) * 1024 + chunk[(i / 4) % 4]);
-                };
+                    for (int mi = 0; mi < 2; mi++)
 #pragma unroll
-                for (int i = 0; i < D / 4; i += 2) {
-                    const float2 v2 = *dq_pair(i);
-                    dq[i] = v2.x, dq[i + 1] = v2.y;
+                        for (int i = 0; i < BQ / 2; i++)
+                            dq[mi][i] = dq_at(mi, i);
+                    const unsigned diag = diag_bits(qi);
+                    wgmma_fence();
+#pragma unroll
+                    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                        for (int kk = 0; kk < KEYS / 16; kk++) {
+                            const uint64_t ka =
+                                LEAK_FREE ? opaque(kmn + mi * KP + (uint64_t)((diag >> (kk / 2) & 1u) * KR)) : kmn + mi * KP;
+                            wgmma_bf16<BQ>::ss_tn(dq[mi], ka + kk * (16 * 128 / 16), dsd + (kk % 4) * 2);
+                        }
+                    wgmma_commit();
+                    wgmma_wait<0>();
+                    fence_regs(dq[0]);
+                    fence_regs(dq[1]);
+                    fence_regs(dk);
+                    hold_fragments(da);
+#pragma unroll
+                    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                        for (int i = 0; i < BQ / 2; i++)
+                            dq_at(mi, i) = dq[mi][i];
+                } else {
+                    float dq[D / 4];
+                    // element pair i of the fragment (row 16w + g + 8 ((i / 2) %
+                    // 2), columns wi D / 2 + 8 (i / 4) + 2t and one more): the
+                    // thread's base, the panel and the row half as immediate
+                    // offsets, and four chunk offsets (the swizzle's xor with the
+                    // row's g), so that few addresses stay live over the product
+                    uint8_t *dqs = reinterpret_cast<uint8_t *>(sh.dqb) + (wi * (D / 64)) * (BQ * 128) + (16 * w + g) * 128 +
+                                   ((((uint32_t)t >> 1) ^ ((uint32_t)g & 1)) << 4) + (t & 1) * 8;
+                    uint32_t chunk[4];
+#pragma unroll
+                    for (int m = 0; m < 4; m++)
+                        chunk[m] = ((uint32_t)(2 * m) ^ ((uint32_t)g & 6)) << 4;
+                    auto dq_pair = [&](int i) {
+                        return reinterpret_cast<float2 *>(dqs + (i / 16) * (BQ * 128) + ((i / 2) % 2) * 1024 + chunk[(i / 4) % 4]);
+                    };
+#pragma unroll
+                    for (int i = 0; i < D / 4; i += 2) {
+                        const float2 v2 = *dq_pair(i);
+                        dq[i] = v2.x, dq[i + 1] = v2.y;
+                    }
+                    const unsigned diag = diag_bits(qi);
+                    wgmma_fence();
+#pragma unroll
+                    for (int kk = 0; kk < KEYS / 16; kk++) {
+                        // (kr for a diagonal block of 32 keys; the base made
+                        // where it is used, so that ptxas does not hold four)
+                        const uint64_t kb = LEAK_FREE ? opaque(kmn + (uint64_t)((diag >> (kk / 2) & 1u) * KR)) : kmn;
+                        wgmma_bf16<D / 2>::ss_mn(dq, dsd + (kk / 4) * (BQ * 128 / 16) + (kk % 4) * 2,
+                                                 kb + kk * (16 * 128 / 16));
+                    }
+                    wgmma_commit();
+                    wgmma_wait<0>();
+                    fence_regs(dq);
+                    fence_regs(dk);
+                    hold_fragments(da);
+#pragma unroll
+                    for (int i = 0; i < D / 4; i += 2)
+                        *dq_pair(i) = make_float2(dq[i], dq[i + 1]);
                 }
-                const unsigned diag = diag_bits(qi);
-                wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < BN / 16; kk++) {
-                    // (kr for a diagonal block of 32 keys; the base made
-                    // where it is used, so that ptxas does not hold four)
-                    const uint64_t kb = LEAK_FREE ? opaque(kmn + (uint64_t)((diag >> (kk / 2) & 1u) * KR)) : kmn;
-                    wgmma_bf16<D / 2>::ss_mn(dq, dsd + (kk / 4) * (BQ * 128 / 16) + (kk % 4) * 2,
-                                             kb + kk * (16 * 128 / 16));
-                }
-                wgmma_commit();
-                wgmma_wait<0>();
-                fence_regs(dq);
-                fence_regs(dk);
-                hold_fragments(da);
-#pragma unroll
-                for (int i = 0; i < D / 4; i += 2)
-                    *dq_pair(i) = make_float2(dq[i], dq[i + 1]);
                 // (the generic writes made visible to the agent's store)
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
                 bar_arrive(&sh.dq_done);
@@ -778,14 +855,14 @@ __global__ void __launch_bounds__(THREADS, 1)
             for (int h8 = 0; h8 < 2; h8++) {
                 const int key = key0 + 8 * h8;
                 if (key < lk) {
-                    store_frag_row<D, true>(p.dk_out, it.sq.k0 + key, it.kvh, t, h8, dk, p.scale);
-                    store_frag_row<D, false>(p.dv_out, it.sq.k0 + key, it.kvh, t, h8, dv, 1.0f);
+                    store_frag_row<DW, true>(p.dk_out, it.sq.k0 + key, it.kvh, col0, t, h8, dk, p.scale);
+                    store_frag_row<DW, false>(p.dv_out, it.sq.k0 + key, it.kvh, col0, t, h8, dv, 1.0f);
                 }
             }
         } else {
-            const int64_t base = ((int64_t)it.h * p.k_rows + it.sq.k_off + it.c0 + wi * 64) * D;
+            const int64_t base = ((int64_t)it.h * p.k_rows + it.sq.k_off + it.c0 + kw0) * D + col0;
 #pragma unroll
-            for (int i = 0; i < D / 2; i += 2) {
+            for (int i = 0; i < DW / 2; i += 2) {
                 const int64_t at = base + (int64_t)frag_row(w, g, i) * D + frag_col(t, i);
                 *reinterpret_cast<float2 *>(p.dk + at) = make_float2(dk[i], dk[i + 1]);
                 *reinterpret_cast<float2 *>(p.dv + at) = make_float2(dv[i], dv[i + 1]);

@@ -2,8 +2,8 @@
 // The bf16 wgmma instructions of the sm90-bf16 attention kernels: one
 // m64nNk16 step with fp32 accumulators, N = 32, 64, 128 or 256 (N / 2
 // accumulator registers a thread), A and B from shared memory (both
-// K-major, through descriptors) or A from registers (B K-major, or, rs_mn,
-// MN-major: desc_sw128_mn). A chain of steps on
+// K-major, through descriptors, or either MN-major: desc_sw128_mn) or A
+// from registers (B K-major, or, rs_mn, MN-major). A chain of steps on
 // one accumulator is the sm90-bf16 model's chain (docs/NUMERICS.md): the
 // hardware adds each step's 16 products and the accumulator as one fused
 // sum, steps in issue order.
@@ -32,17 +32,34 @@ template <int N> struct wgmma_bf16;
 
 #define MXFA_WGMMA_D16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
 template <> struct wgmma_bf16<32> {
-    // d += A * B^T, B MN-major (the backward's dQ at D = 64, half of D a
-    // warpgroup, B = K's rows)
-    static __device__ __forceinline__ void ss_mn(float (&d)[16], uint64_t da, uint64_t db)
+    // d = A * B^T (d not read), both K-major (the backward's S^T at D = 256)
+    static __device__ __forceinline__ void ss_zero(float (&d)[16], uint64_t da, uint64_t db)
     {
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 " MXFA_WGMMA_D16 ", %16, %17, p, 1, 1, 0, 1;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                     "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-                     : "l"(da), "l"(db), "n"(1)
+                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 " MXFA_WGMMA_D16 ", %16, %17, p, 1, 1, 0, 0;\n}\n"
+                     : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]),
+                     "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15])
+                     : "l"(da), "l"(db), "n"(0)
                      : "memory");
     }
+    // d += A * B^T, A K-major (TRANS_A 0) or MN-major (1), B K-major (0) or
+    // MN-major (1)
+    template <int TRANS_A, int TRANS_B>
+    static __device__ __forceinline__ void ss_t(float (&d)[16], uint64_t da, uint64_t db)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 " MXFA_WGMMA_D16 ", %16, %17, p, 1, 1, %19, %20;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                     "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                     : "l"(da), "l"(db), "n"(1), "n"(TRANS_A), "n"(TRANS_B)
+                     : "memory");
+    }
+    static __device__ __forceinline__ void ss(float (&d)[16], uint64_t da, uint64_t db) { ss_t<0, 0>(d, da, db); }
+    // B MN-major (the backward's dQ at D = 64, half of D a warpgroup, B =
+    // K's rows)
+    static __device__ __forceinline__ void ss_mn(float (&d)[16], uint64_t da, uint64_t db) { ss_t<0, 1>(d, da, db); }
+    // A MN-major (the backward's dQ^T at D = 256, A = K's rows)
+    static __device__ __forceinline__ void ss_tn(float (&d)[16], uint64_t da, uint64_t db) { ss_t<1, 0>(d, da, db); }
 };
 #undef MXFA_WGMMA_D16
 
