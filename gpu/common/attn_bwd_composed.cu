@@ -50,9 +50,10 @@
 // and every key) rather than with its square. The fused kernels of the
 // design (dK and dV resident per key tile, dQ chained in key-tile order:
 // gpu/sm100/attn_bwd.cuh on Blackwell, sm90/bwd_bf16.cuh on Hopper under
-// sm90-bf16) take D = 64 and 128 with the default tiles (on Blackwell
-// without the leak-free mask); the composition computes the rest
-// (sm90-fp8, D = 256, other tiles, and on Blackwell the leak-free mask).
+// sm90-bf16) take the default tiles, on Hopper at D = 64, 128 and 256,
+// on Blackwell at D = 64 and 128 without the leak-free mask; the
+// composition computes the rest (sm90-fp8, other tiles, and on Blackwell
+// D = 256 and the leak-free mask).
 #include "exp2.cuh"
 #include "sm90/hopper.cuh"
 #include "mx.cuh"
