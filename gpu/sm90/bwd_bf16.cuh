@@ -12,14 +12,15 @@
 // delta = rowsum(dO O) per packed query row (padding rows and LSE = -Inf:
 // LSE2_UNSEEN; delta 0).
 //
-// A work item is one key tile (128 keys) of one query head; a persistent
+// A work item is one key tile (128 keys; at D = 256 half of one, see
+// bwd_config) of one query head; a persistent
 // grid, a CTA an SM, launched cooperatively (every CTA resident: an item may
 // wait on another CTA's), takes the items in increasing order (key tile
 // major), each CTA its own in increasing order. The reference loops over key
 // tiles and, for each, over the query tiles that see any of its keys, in
 // order: an item's chains of dV and dK over the queries are those of the
 // reference, made in registers across the whole item. dQ is one chain per
-// query row over the key tiles in order: the item of key tile t waits on the
+// query row over the key tiles in order: the sequence's item t waits on the
 // query tile's semaphore for the value t, loads dQ, adds its steps, stores
 // it and sets t + 1 (the smallest unfinished item never waits for a larger
 // one: no deadlock). The producer's dQ agent does the waiting, loading,
@@ -29,12 +30,15 @@
 // 384 threads, three warpgroups.
 // - Warpgroup 0, the producer: one thread issues the tensor-memory
 //   accelerator's copies: an item's K and V (and K in bf16) once, then per step
-//   of 64 queries Q, dO, lse2 and delta through a ring of two stages;
+//   of queries (64; 32 at D = 256) Q, dO, lse2 and delta through a ring of
+//   two stages;
 //   another, the dQ agent, per step: the semaphore's wait, dQ's load, its
 //   store once the consumers are done, and the release.
 // - Warpgroups 1 and 2, the consumers: 64 keys each (keys as the rows of
 //   every product they make, so that the score tiles are their own A
-//   operands). For each step of 64 queries:
+//   operands; at D = 256 both the item's 64, each with half of D's columns
+//   of dV, dK and dQ, dQ made as dQ^T = K^T dS^T). For each step of 64
+//   queries:
 //     S^T  = K Q^T                   (N = 64 queries, along D, from zero)
 //     P = exp2(fma(S, c, -lse2)), quantized (const, or square blocks under
 //         rceil), widened to bf16 in registers
@@ -121,7 +125,7 @@ template <int D> struct bwd_config {
 // array 1024-byte aligned.
 template <int D> struct __align__(1024) bwd_shared {
     using cf = bwd_config<D>;
-    uint16_t k[cf::P][cf::KEYS * 64];  // K: the item's keys' rows, A of S^T, B of dQ (MN-major)
+    uint16_t k[cf::P][cf::KEYS * 64];  // K: the item's keys' rows, A of S^T, B of dQ (A of dQ^T), MN-major
     uint16_t v[cf::P][cf::KEYS * 64];  // V, A of dP^T
     uint16_t kr[cf::P][cf::KEYS * 64]; // the leak-free mask's K (the header): A of S^T, B of dQ
     uint16_t q[cf::STAGES][cf::P][cf::BQ * 64]; // Q: B of S^T (K-major) and of dK (MN-major)
