@@ -18,12 +18,14 @@ __device__ __forceinline__ float load3(const nd3 &x, int64_t tok, int64_t h, int
     return reinterpret_cast<const float *>(x.base)[at];
 }
 
-// x[tok][h][c] = v, as fp32 or as bf16 at nearest even; every NaN as the
-// canonical 0x7FFFFFFF, as the reference stores it.
+// v, or for a NaN the canonical 0x7FFFFFFF: how the reference stores a NaN.
+__device__ __forceinline__ float canonical_nan(float v) { return v != v ? __uint_as_float(0x7FFFFFFFu) : v; }
+
+// x[tok][h][c] = canonical_nan(v), as fp32 or as bf16 at nearest even.
 __device__ __forceinline__ void store3(const nd3 &x, int64_t tok, int64_t h, int64_t c, float v)
 {
     const int64_t at = tok * x.s0 + h * x.s1 + c * x.s2;
-    v = v != v ? __uint_as_float(0x7FFFFFFFu) : v;
+    v = canonical_nan(v);
     if (x.dtype == MXFA_BF16)
         reinterpret_cast<uint16_t *>(x.base)[at] = (uint16_t)f32_to_bf16(__float_as_uint(v));
     else

@@ -223,8 +223,10 @@ bool fused_bf16_serves(const attn_bwd_args &a)
     int64_t q_rows, k_rows;
     packed_rows(a, &q_rows, &k_rows);
     const int64_t lim = (int64_t)1 << 31;
-    if (hq > 65535 || hkv > 65535 || hq * q_rows >= lim || hkv * k_rows >= lim ||
-        (k_rows / (d == 256 ? 64 : 128)) * hq >= lim - 65536) // (an item: 128 keys, 64 at D = 256)
+    const int64_t keys = d == 64    ? bwd90::bwd_config<64>::KEYS
+                         : d == 128 ? bwd90::bwd_config<128>::KEYS
+                                    : bwd90::bwd_config<256>::KEYS; // an item's
+    if (hq > 65535 || hkv > 65535 || hq * q_rows >= lim || hkv * k_rows >= lim || (k_rows / keys) * hq >= lim - 65536)
         return false;
     cudaFuncAttributes fa;
     const int need = (128 * bwd90::PRODUCER_REGS + 256 * bwd90::CONSUMER_REGS) / bwd90::THREADS;

@@ -343,10 +343,7 @@ template <int DW, bool SCALED>
 __device__ __forceinline__ void store_frag_row(const nd3 &out, int64_t tok, int64_t h, int col0, int t, int h8,
                                                const float (&x)[DW / 2], float scale)
 {
-    auto val = [&](int i) {
-        const float v = SCALED ? __fmul_rn(x[i], scale) : x[i];
-        return v != v ? __uint_as_float(0x7FFFFFFFu) : v;
-    };
+    auto val = [&](int i) { return canonical_nan(SCALED ? __fmul_rn(x[i], scale) : x[i]); };
     const int64_t at = tok * out.s0 + h * out.s1 + (int64_t)col0 * out.s2;
     if (out.dtype == MXFA_BF16) {
         uint16_t *row = reinterpret_cast<uint16_t *>(out.base) + at;
