@@ -10,6 +10,7 @@
 #include "mx.cuh"
 #include "nd3.cuh"
 #include "sm90/bwd_bf16.cuh"
+#include "sm90/bwd_fp8.cuh"
 
 namespace mxfa_gpu {
 namespace {
@@ -74,6 +75,76 @@ __global__ void __launch_bounds__(128) bwd_pack_square(nd3 x, int preset, const 
 #pragma unroll
     for (int k = 0; k < 4; k++)
         dst[k] = make_uint4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]);
+}
+
+// The fused sm90-fp8 path's operands: x [tokens][H][D] (fp32 or bf16, any
+// strides) quantized in 32 x 32 square blocks (SQUARE; each sequence's
+// blocks from its first token) or in row blocks of 32 along D, to codes
+// rows [H][rows][D] (packed rows; padding rows zero) and, where t_out is
+// given, the same codes transposed [H][D][rows] with the rows of each
+// 32-block in the order `order` gives (bwd_fp8.cuh: 1 query_of_column, 2
+// key_of_pair); the scales as floats 2^(e - 127), [H][rows / 32][D / 32]
+// (SQUARE) or [H][rows][D / 32]. A warp a 32 x 32 block, a lane a token;
+// the transpose through shared memory. Grid x over rows / 32 * D / 32 / 4
+// blocks of 4 warps, y over the heads.
+template <int D, bool SQUARE>
+__global__ void __launch_bounds__(128) bwd_pack_fp8(nd3 x, int preset, const fwd90::seq *seqs, int batch, bool keys,
+                                                    int order, uint8_t *rows_out, uint8_t *t_out, float *scales,
+                                                    int64_t rows)
+{
+    __shared__ uint32_t tile[4][32][9]; // a warp's codes [token][word], padded against bank conflicts
+    const int64_t wgl = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32, h = blockIdx.y;
+    const int lane = (int)threadIdx.x % 32, wb = (int)threadIdx.x / 32;
+    const int64_t p0 = (wgl / (D / 32)) * 32, p = p0 + lane;
+    const int c0 = (int)(wgl % (D / 32)) * 32;
+    int64_t token = 0;
+    const bool real = p < rows && fwd90::packed_token(seqs, batch, keys, p, &token) >= 0;
+    uint32_t v[32];
+#pragma unroll
+    for (int k = 0; k < 32; k++)
+        v[k] = 0;
+    if (real)
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            load8_bits(x, token, h, c0 + 8 * k, v + 8 * k);
+    uint32_t top = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        top = umax(top, lane_top(v + 8 * k));
+    const fp8_fmt f = fp8_e4m3();
+    bool plain;
+    const block_rule rule = SQUARE ? warp_rule<32>(f, preset, reduce_max(top, 32), v, 32, &plain)
+                                   : warp_rule<32>(f, preset, top, v, 1, &plain);
+    uint32_t w[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        w[k] = real ? encode4(f, rule, plain, v + 4 * k) : 0u;
+    if (p0 >= rows)
+        return; // (the whole warp)
+    uint4 *dst = reinterpret_cast<uint4 *>(rows_out + (h * rows + p) * D + c0);
+    dst[0] = make_uint4(w[0], w[1], w[2], w[3]), dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
+    if (SQUARE) {
+        const bool any = __any_sync(0xFFFFFFFFu, real);
+        if (lane == 0)
+            scales[(h * (rows / 32) + p0 / 32) * (D / 32) + c0 / 32] = scale_float(any ? rule.scale : 0x7Fu);
+    } else {
+        scales[(h * rows + p) * (D / 32) + c0 / 32] = scale_float(real ? rule.scale : 0x7Fu);
+    }
+    if (!t_out)
+        return;
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        tile[wb][lane][k] = w[k];
+    __syncwarp();
+    // lane: column c0 + lane; position f of its row holds token order(f)
+    uint32_t o[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll
+    for (int f = 0; f < 32; f++) {
+        const int r = order == 1 ? bwd90::query_of_column(f) : order == 2 ? bwd90::key_of_pair(f) : f;
+        o[f / 4] |= (tile[wb][r][lane / 4] >> (8 * (lane % 4)) & 0xFFu) << (8 * (f % 4));
+    }
+    uint4 *tdst = reinterpret_cast<uint4 *>(t_out + (h * D + c0 + lane) * rows + p0);
+    tdst[0] = make_uint4(o[0], o[1], o[2], o[3]), tdst[1] = make_uint4(o[4], o[5], o[6], o[7]);
 }
 
 // K for the leak-free mask: x [tokens][H][D] rounded to bf16 at nearest
@@ -394,11 +465,196 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
     return e;
 }
 
+// ---- the fused sm90-fp8 backward (bwd_fp8.cuh) ----
+
+using bwd8_kernel_fn = decltype(&bwd90::attn_bwd_fp8<128, false>);
+template <int D> bwd8_kernel_fn bwd8_kernel(const attn_bwd_args &a)
+{
+    return a.p_dynamic ? bwd90::attn_bwd_fp8<D, true> : bwd90::attn_bwd_fp8<D, false>;
+}
+
+// Where it serves: sm90-fp8 on Hopper, D = 128, no mask or the plain causal
+// mask (the leak-free mask's diagonal blocks take bf16 steps, which the
+// kernel does not make yet: the composition serves it), the default tiles,
+// and fused_bf16_serves' bounds.
+bool fused_fp8_serves(const attn_bwd_args &a)
+{
+    const int64_t d = a.q.n2, hq = a.q.n1, hkv = a.k.n1;
+    const char *env = getenv("MXFA_BWD_COMPOSED");
+    if (a.bf16_model || a.sm100 || d != 128 || a.leak_free || a.block_m != 128 || a.block_n != 128 ||
+        (env && env[0] == '1'))
+        return false;
+    int64_t q_rows, k_rows;
+    packed_rows(a, &q_rows, &k_rows);
+    const int64_t lim = (int64_t)1 << 31, keys = bwd90::bwd8_config<128>::KEYS;
+    if (hq > 65535 || hkv > 65535 || hq * q_rows >= lim || hkv * k_rows >= lim || hq * d >= lim || hkv * d >= lim ||
+        (k_rows / keys) * hq >= lim - 65536)
+        return false;
+    cudaFuncAttributes fa;
+    const int need = (128 * bwd90::PRODUCER_REGS + 256 * bwd90::CONSUMER_REGS) / bwd90::THREADS;
+    if (cudaFuncGetAttributes(&fa, (const void *)bwd8_kernel<128>(a)) != cudaSuccess || fa.numRegs < need) {
+        cudaGetLastError();
+        return false;
+    }
+    return true;
+}
+
+template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stream)
+{
+    using namespace bwd90;
+    using cf = bwd8_config<D>;
+    constexpr int KEYS = cf::KEYS, BQ = cf::BQ, DB = cf::DB;
+    const int64_t hq = a.q.n1, hkv = a.k.n1, group = hq / hkv, tq = a.q.n0;
+    const int batch = a.batch;
+    seq *hs = static_cast<seq *>(malloc(sizeof(seq) * (size_t)batch));
+    if (!hs)
+        return cudaErrorMemoryAllocation;
+    int64_t q_rows = 0, k_rows = 0;
+    for (int b = 0; b < batch; b++) {
+        const int64_t lq = (int64_t)a.cu_q[b + 1] - a.cu_q[b], lk = (int64_t)a.cu_k[b + 1] - a.cu_k[b];
+        hs[b] = {a.cu_q[b], a.cu_k[b], lq, lk, q_rows, k_rows, 0};
+        q_rows += round_up(lq, BMQ), k_rows += round_up(lk, BN);
+    }
+    packed_rows(a, &q_rows, &k_rows);
+    const bool direct = group == 1;
+    // scratch: dQ's accumulator, the semaphores, lse2 and delta (the zeroed
+    // part); then the codes of Q, dO (rows and transposed), K (rows and
+    // transposed) and V, their scales, the sequences, and under GQA each
+    // query head's dK and dV
+    auto piece = [](size_t bytes) { return (bytes + 1023) / 1024 * 1024; };
+    const size_t q8 = (size_t)(hq * q_rows * D), k8 = (size_t)(hkv * k_rows * D);
+    const size_t qsq = (size_t)(hq * (q_rows / 32) * DB) * 4, ksq = (size_t)(hkv * (k_rows / 32) * DB) * 4;
+    const size_t partial = direct ? 0 : (size_t)(hq * k_rows * D) * 4;
+    const size_t sizes[] = {q8 * 4, (size_t)(hq * (q_rows / BMQ)) * 4, (size_t)(hq * q_rows) * 4,
+                            (size_t)(hq * q_rows) * 4, q8, q8, q8, q8, k8, k8, k8, qsq, qsq, ksq,
+                            (size_t)(hkv * k_rows * DB) * 4, sizeof(seq) * (size_t)batch, partial, partial};
+    constexpr int N = sizeof sizes / sizeof sizes[0];
+    size_t at[N], total = 0;
+    for (int i = 0; i < N; i++)
+        at[i] = total, total += piece(sizes[i]);
+    scratch mem(stream);
+    uint8_t *base = nullptr;
+    cudaError_t e = mem.get(&base, total);
+    if (e != cudaSuccess) {
+        free(hs);
+        return e;
+    }
+    float *dq = reinterpret_cast<float *>(base + at[0]);
+    int *sem = reinterpret_cast<int *>(base + at[1]);
+    float *lse2 = reinterpret_cast<float *>(base + at[2]), *delta = reinterpret_cast<float *>(base + at[3]);
+    uint8_t *qc = base + at[4], *qt = base + at[5], *oc = base + at[6], *ot = base + at[7];
+    uint8_t *kc = base + at[8], *kt = base + at[9], *vc = base + at[10];
+    float *qs = reinterpret_cast<float *>(base + at[11]), *os = reinterpret_cast<float *>(base + at[12]);
+    float *ks = reinterpret_cast<float *>(base + at[13]), *vs = reinterpret_cast<float *>(base + at[14]);
+    seq *dseqs = reinterpret_cast<seq *>(base + at[15]);
+    float *dk = direct ? nullptr : reinterpret_cast<float *>(base + at[16]);
+    float *dv = direct ? nullptr : reinterpret_cast<float *>(base + at[17]);
+    e = cudaMemsetAsync(base, 0, at[4], stream);
+    if (e == cudaSuccess) {
+        fill_u32<<<blocks_for(hq * q_rows, 256), 256, 0, stream>>>(reinterpret_cast<uint32_t *>(lse2), hq * q_rows,
+                                                                   LSE2_UNSEEN);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(dseqs, hs, sizeof(seq) * (size_t)batch, cudaMemcpyHostToDevice, stream);
+    if (e == cudaSuccess) {
+        const unsigned qb = (unsigned)(q_rows / 32 * DB / 4), kb = (unsigned)(k_rows / 32 * DB / 4);
+        bwd_pack_fp8<D, true><<<dim3(qb, (unsigned)hq), 128, 0, stream>>>(a.q, a.preset, dseqs, batch, false, 1, qc,
+                                                                          qt, qs, q_rows);
+        bwd_pack_fp8<D, true><<<dim3(qb, (unsigned)hq), 128, 0, stream>>>(a.dout, a.preset, dseqs, batch, false, 1,
+                                                                          oc, ot, os, q_rows);
+        bwd_pack_fp8<D, true><<<dim3(kb, (unsigned)hkv), 128, 0, stream>>>(a.k, a.preset, dseqs, batch, true, 2, kc,
+                                                                           kt, ks, k_rows);
+        bwd_pack_fp8<D, false><<<dim3(kb, (unsigned)hkv), 128, 0, stream>>>(a.v, a.preset, dseqs, batch, true, 0, vc,
+                                                                            nullptr, vs, k_rows);
+        if (tq > 0)
+            bwd_prep_rows<D><<<blocks_for(tq * hq, 128), 128, 0, stream>>>(
+                a.lse, a.ls0, a.ls1, a.dout, a.o, dseqs, batch, tq, a.log2e, lse2, delta, q_rows);
+        e = cudaGetLastError();
+    }
+    CUtensorMap m[14];
+    memset(m, 0, sizeof m);
+    const CUtensorMapDataType u8 = CU_TENSOR_MAP_DATA_TYPE_UINT8, f32 = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    const CUtensorMapSwizzle sw = CU_TENSOR_MAP_SWIZZLE_128B, none = CU_TENSOR_MAP_SWIZZLE_NONE;
+    const uint64_t qr = (uint64_t)(hq * q_rows), kr = (uint64_t)(hkv * k_rows);
+    if (e == cudaSuccess &&
+        ((e = tensor_map(&m[0], u8, kc, D, kr, D, D, KEYS, sw)) != cudaSuccess ||
+         (e = tensor_map(&m[1], u8, vc, D, kr, D, D, KEYS, sw)) != cudaSuccess ||
+         (e = tensor_map(&m[2], u8, kt, (uint64_t)k_rows, (uint64_t)(hkv * D), (uint64_t)k_rows, KEYS, D, sw)) !=
+             cudaSuccess ||
+         (e = tensor_map(&m[3], u8, qc, D, qr, D, D, BQ, sw)) != cudaSuccess ||
+         (e = tensor_map(&m[4], u8, oc, D, qr, D, D, BQ, sw)) != cudaSuccess ||
+         (e = tensor_map(&m[5], u8, qt, (uint64_t)q_rows, (uint64_t)(hq * D), (uint64_t)q_rows, BQ, D,
+                         CU_TENSOR_MAP_SWIZZLE_32B)) != cudaSuccess ||
+         (e = tensor_map(&m[6], u8, ot, (uint64_t)q_rows, (uint64_t)(hq * D), (uint64_t)q_rows, BQ, D,
+                         CU_TENSOR_MAP_SWIZZLE_32B)) != cudaSuccess ||
+         (e = tensor_map(&m[7], f32, lse2, (uint64_t)q_rows, (uint64_t)hq, (uint64_t)q_rows * 4, BQ, 1, none)) !=
+             cudaSuccess ||
+         (e = tensor_map(&m[8], f32, delta, (uint64_t)q_rows, (uint64_t)hq, (uint64_t)q_rows * 4, BQ, 1, none)) !=
+             cudaSuccess ||
+         (e = tensor_map(&m[9], f32, dq, D, qr, D * 4, 32, BQ, sw)) != cudaSuccess ||
+         (e = tensor_map(&m[10], f32, qs, DB, qr / 32, DB * 4, DB, 1, none)) != cudaSuccess ||
+         (e = tensor_map(&m[11], f32, os, DB, qr / 32, DB * 4, DB, 1, none)) != cudaSuccess ||
+         (e = tensor_map(&m[12], f32, ks, DB, kr / 32, DB * 4, DB, KEYS / 32, none)) != cudaSuccess ||
+         (e = tensor_map(&m[13], f32, vs, DB, kr, DB * 4, DB, KEYS, none)) != cudaSuccess))
+        ; // e says which
+    bwd8_params p8;
+    bwd_params &p = p8.b;
+    p.seqs = dseqs, p.batch = batch, p.group = (int)group, p.hq = (int)hq;
+    p.q_rows = q_rows, p.k_rows = k_rows, p.items = (int)((k_rows / KEYS) * hq);
+    p.c = a.c, p.causal = a.causal, p.preset = a.preset;
+    p.dq = dq, p.sem = sem;
+    p.direct = direct, p.scale = a.softmax_scale, p.dk_out = a.dk, p.dv_out = a.dv, p.dk = dk, p.dv = dv;
+    p8.qs = qs, p8.os = os, p8.ks = ks, p8.vs = vs;
+    // the grid as fused_bf16's: every CTA resident, launched cooperatively
+    int dev = 0, sms = 0, per_sm = 0;
+    const bwd8_kernel_fn kernel = bwd8_kernel<D>(a);
+    const size_t smem = BWD8_SMEM_BYTES<D>;
+    if (e == cudaSuccess && (e = cudaGetDevice(&dev)) == cudaSuccess &&
+        (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) == cudaSuccess &&
+        (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) == cudaSuccess &&
+        (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, THREADS, smem)) == cudaSuccess) {
+        int64_t ctas = (int64_t)(sms > 1 ? sms : 1) * (per_sm > 1 ? 1 : per_sm);
+        const char *cap = getenv("MXFA_BWD_MAX_CTAS");
+        if (cap && atoi(cap) > 0 && atoi(cap) < ctas)
+            ctas = atoi(cap);
+        ctas = ctas < p.items ? ctas : p.items;
+        if (ctas < 1) {
+            e = cudaErrorLaunchOutOfResources;
+        } else {
+            cudaLaunchConfig_t cfg = {};
+            cfg.gridDim = dim3((unsigned)ctas), cfg.blockDim = dim3(THREADS);
+            cfg.dynamicSmemBytes = smem, cfg.stream = stream;
+            cudaLaunchAttribute coop;
+            coop.id = cudaLaunchAttributeCooperative, coop.val.cooperative = 1;
+            cfg.attrs = &coop, cfg.numAttrs = 1;
+            while ((e = cudaLaunchKernelEx(&cfg, kernel, m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8], m[9],
+                                           m[10], m[11], m[12], m[13], p8)) == cudaErrorCooperativeLaunchTooLarge &&
+                   cfg.gridDim.x > 1) {
+                cudaGetLastError();
+                cfg.gridDim.x /= 2;
+            }
+            if (e != cudaSuccess)
+                cudaGetLastError();
+        }
+    }
+    if (e == cudaSuccess) {
+        bwd_finish_q<D><<<dim3(blocks_for(q_rows * D / 4, 256), (unsigned)hq), 256, 0, stream>>>(
+            dq, dseqs, batch, q_rows, a.softmax_scale, a.dq);
+        if (!direct)
+            bwd_finish_kv<D><<<dim3(blocks_for(k_rows * D, 256), (unsigned)hkv), 256, 0, stream>>>(
+                dk, dv, dseqs, batch, k_rows, (int)group, a.softmax_scale, a.dk, a.dv);
+        e = cudaGetLastError();
+    }
+    free(hs);
+    return e;
+}
+
 } // namespace
 
 cudaError_t launch_attn_bwd_sm90(const attn_bwd_args &a, cudaStream_t stream)
 {
-    const bool fused = fused_bf16_serves(a);
+    const bool fused8 = fused_fp8_serves(a), fused = fused8 || fused_bf16_serves(a);
     // MXFA_BWD_FUSED=1: a call the fused kernel does not take fails (tests
     // of the kernel must not pass on the composition)
     const char *want_fused = getenv("MXFA_BWD_FUSED");
@@ -406,6 +662,8 @@ cudaError_t launch_attn_bwd_sm90(const attn_bwd_args &a, cudaStream_t stream)
         return cudaErrorNotSupported;
     if (!fused)
         return launch_attn_bwd_composed(a, stream);
+    if (fused8)
+        return fused_fp8<128>(a, stream);
     return a.q.n2 == 64 ? fused_bf16<64>(a, stream) : a.q.n2 == 128 ? fused_bf16<128>(a, stream) : fused_bf16<256>(a, stream);
 }
 

@@ -224,8 +224,8 @@ template <int KEYS> __device__ __forceinline__ bool make_item(const bwd_params &
 // pair's named barrier). Where that is not finite (a NaN or an Inf in the
 // block, rare) both warps of the pair take the exact statistics the same
 // way. plain: the block holds no NaN or Inf.
-template <int D, int NB>
-__device__ __forceinline__ void square_rules(bwd_shared<D> &sh, int kind, int wi, int w, const fp8_fmt &f8, int preset,
+template <class SH, int NB>
+__device__ __forceinline__ void square_rules(SH &sh, int kind, int wi, int w, const fp8_fmt &f8, int preset,
                                              const float (&x)[16 * NB], block_rule (&rule)[NB], bool (&plain)[NB])
 {
     const uint32_t bar = BAR_PAIR0 + 2 * wi + w / 2;
@@ -655,7 +655,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     // square blocks under rceil
                     block_rule rule[BQ / 32];
                     bool plain[BQ / 32];
-                    square_rules<D>(sh, 0, wi, w, f8, 0, sc, rule, plain);
+                    square_rules(sh, 0, wi, w, f8, 0, sc, rule, plain);
                     quantize_widen_frag(f8, rule, plain, sc, pa);
                 } else {
                     // E4M3(P * 256) under the scale 2^-8, in four instructions
@@ -725,7 +725,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     } else {
                         block_rule rule[BQ / 32];
                         bool plain[BQ / 32];
-                        square_rules<D>(sh, 1, wi, w, f8, p.preset, dp, rule, plain);
+                        square_rules(sh, 1, wi, w, f8, p.preset, dp, rule, plain);
                         quantize_widen_frag(f8, rule, plain, dp, da);
                     }
                     // dS^T, queries as rows: da[k]'s registers are four

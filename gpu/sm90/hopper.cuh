@@ -41,6 +41,14 @@ __device__ __forceinline__ uint64_t desc_sw64(const void *p)
            (uint64_t)2 << 62;
 }
 
+// The same for rows of 32 bytes (one k32 step of fp8) in 32-byte swizzle:
+// 8-row atoms of 256 bytes.
+__device__ __forceinline__ uint64_t desc_sw32(const void *p)
+{
+    return (uint64_t)((smem_addr(p) & 0x3FFFF) >> 4) | (uint64_t)1 << 16 | (uint64_t)(256 >> 4) << 32 |
+           (uint64_t)3 << 62;
+}
+
 // A descriptor kept opaque to the compiler, so that the ones made from it
 // by adding offsets are made where they are used, not hoisted out of the
 // loop into registers that the softmax needs. A descriptor's address field

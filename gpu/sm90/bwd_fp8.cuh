@@ -1,0 +1,485 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The fused attention backward on Hopper under the sm90-fp8 model, bit for
+// bit the algorithm of cpu/ref/attn_bwd.c (docs/NUMERICS.md, "Attention
+// backward") at D = 128 with no mask or the plain causal mask, const or
+// dynamic P, the reference's tiles of 128 queries and 128 keys. Memory
+// O(S): no score matrix anywhere.
+//
+// Every product of the model is a chain of 32-blocks: one fp8 wgmma k32
+// into a zero accumulator, then on the CUDA cores acc = fma(partial,
+// 2^(sa + sb), acc) in fp32 (a bare fma where every product of the
+// block's two scales is a float, the exact promotion of wgmma.cuh where a
+// warp's is not). fp8 wgmma reads both operands K-major, so the packing
+// (attn_bwd.cu) gives each operand in the orientation its product reduces
+// along: Q, K and dO quantized in 32 x 32 square blocks as rows [H][rows][D]
+// and, the same bytes, transposed [H][D][rows]; V in row blocks along D;
+// their scales as floats (2^(e - 127)), one a square block, one a row's
+// block of V.
+//
+// The kernel is bwd_bf16.cuh's (the items, the persistent cooperative grid,
+// the producer and its dQ agent, dQ chained under the per-query-tile
+// semaphore) with steps of 32 queries, every product made as m64n32k32
+// pieces through a ring of partial accumulators: a piece is promoted while
+// the next ones run. A consumer warpgroup's 64 keys (the rows of S^T, dP^T,
+// dV and dK) and, for dQ^T = K^T dS^T, 64 of D's columns:
+//     S^T  = K Q^T    4 pieces along D, from +0
+//     dP^T = V dO^T   4 pieces along D, from +0
+//     dV  += P^T dO   4 pieces of 32 of D's columns (A: P's codes in registers)
+//     dK  += dS^T Q   4 pieces of 32 columns (A: dS's codes in registers)
+//     dQ^T += K^T dS^T  4 pieces along the item's 128 keys (both
+//                     warpgroups' dS, in shared memory)
+// The score accumulator's element (key, query) becomes a register A operand
+// without leaving its thread: within a 32-query block, the k32 product sums
+// its 32 products as a set, so Q^T and dO^T store their queries in the
+// order in which a thread's accumulator columns fill its A fragment
+// (query_of_column). dS goes to shared memory as dQ^T's B by stmatrix
+// .trans, two keys' codes a 16-bit element, which puts a warp's 16 keys in
+// the order 0, 8, 1, 9, ... (key_of_pair); K^T stores its keys so.
+#ifndef MXFA_GPU_SM90_BWD_FP8_CUH
+#define MXFA_GPU_SM90_BWD_FP8_CUH
+
+#include "sm90/bwd_bf16.cuh"
+#include "sm90/wgmma.cuh"
+
+namespace mxfa_gpu {
+namespace bwd90 {
+
+// Position f (0..31) of a 32-query block of Q^T or dO^T holds query
+// query_of_column(f): a thread's A fragment columns 4t .. 4t + 3 (and 16
+// more) are its accumulator columns 2t, 2t + 1, 8 + 2t, 9 + 2t.
+__host__ __device__ constexpr int query_of_column(int f)
+{
+    return (f / 16) * 16 + 8 * ((f % 4) / 2) + 2 * ((f % 16) / 4) + f % 2;
+}
+// Position f of a 32-key block of K^T and of dS in shared memory holds key
+// key_of_pair(f): a 16-bit element is the codes of keys g and g + 8.
+__host__ __device__ constexpr int key_of_pair(int f) { return (f / 16) * 16 + (f % 16) / 2 + 8 * (f % 2); }
+
+template <int D> struct bwd8_config {
+    static_assert(D == 128, "head dim");
+    static constexpr int KEYS = 128; // keys an item: a key tile
+    static constexpr int BQ = 32;    // queries a step: one square block
+    static constexpr int STAGES = 4;
+    static constexpr int RING = 3;   // partial accumulators in flight
+    static constexpr int DB = D / 32;
+};
+
+// Shared memory: K, V, Q and dO rows in D-byte swizzle (128 bytes), K^T and
+// dS in 128-byte swizzle (the item's 128 keys a row), Q^T and dO^T in
+// 32-byte swizzle (the step's 32 queries a row).
+template <int D> struct __align__(1024) bwd8_shared {
+    using cf = bwd8_config<D>;
+    static constexpr int KEYS = cf::KEYS, BQ = cf::BQ, STAGES = cf::STAGES, DB = cf::DB;
+    uint8_t k[KEYS * D];            // A of S^T
+    uint8_t v[KEYS * D];            // A of dP^T
+    uint8_t kt[D * KEYS];           // A of dQ^T (keys in pair order)
+    uint8_t q[STAGES][BQ * D];      // B of S^T
+    uint8_t o[STAGES][BQ * D];      // B of dP^T
+    uint8_t qt[STAGES][D * BQ];     // B of dK (queries in column order)
+    uint8_t ot[STAGES][D * BQ];     // B of dV
+    uint8_t ds[2][BQ * KEYS];       // B of dQ^T: the step's query rows, keys in pair order; by the step's parity
+    float dqb[D / 32][BQ * 32];     // dQ of the step's rows, as bwd_shared's
+    alignas(128) float lse2[STAGES][BQ];
+    alignas(128) float delta[STAGES][BQ];
+    // the step's Q and dO scales, one a block of D (DB of each 32; a tensor
+    // copy's destination is 128-byte aligned)
+    alignas(128) float qs[STAGES][32];
+    alignas(128) float os[STAGES][32];
+    alignas(128) float ks[KEYS / 32][DB]; // the item's K scales [key block][block of D]
+    alignas(128) float vs[KEYS][DB];      // V's [key][block of D]
+    float dss[2][KEYS / 32];             // dS's scales of the step's key blocks, by parity
+    uint32_t xtop[2][2][4][2];           // square_rules' exchange (bwd_shared's)
+    uint32_t xamax[2][2][4][2];
+    uint32_t xflags[2][2][4][2];
+    uint64_t kv_full, kv_empty, full[STAGES], empty[STAGES], dq_full, dq_done;
+};
+template <int D> constexpr size_t BWD8_SMEM_BYTES = sizeof(bwd8_shared<D>) + 1024;
+static_assert(BWD8_SMEM_BYTES<128> <= 227 * 1024, "shared memory of an H100 or H200 CTA");
+
+struct bwd8_params {
+    bwd_params b;
+    const float *qs, *os; // [Hq][q_rows / 32][D / 32]
+    const float *ks;      // [Hkv][k_rows / 32][D / 32]
+    const float *vs;      // [Hkv][k_rows][D / 32]
+};
+
+#ifdef MXFA_SM90_CODE
+
+__device__ __forceinline__ bool fma_exact_scale(float s) { return s != 0.0f && fabsf(s) != __uint_as_float(kF32Inf); }
+
+// acc[off + i] = fma(part[i], 2^(sa + sb), acc[off + i]) over a piece's 16
+// elements, sa's float a0 on the upper row half ((i / 2) % 2 = 0), a1 on the
+// lower, sb's b: one fma an element where the warp's two scale products are
+// floats (neither 0 nor Inf), else the exact promotion element by element.
+template <int N>
+__device__ __forceinline__ void promote16(float (&acc)[N], int off, const float (&part)[16], float a0, float a1, float b)
+{
+    const float s0 = __fmul_rn(a0, b), s1 = __fmul_rn(a1, b);
+    if (__all_sync(0xFFFFFFFFu, fma_exact_scale(s0) && fma_exact_scale(s1))) {
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            acc[off + i] = __fmaf_rn(part[i], (i / 2) % 2 ? s1 : s0, acc[off + i]);
+    } else {
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            acc[off + i] = promote_exact(part[i], (i / 2) % 2 ? a1 : a0, b, acc[off + i]);
+    }
+}
+
+__device__ __forceinline__ void wgmma_wait_n(int n)
+{
+    if (n <= 0)
+        wgmma_wait<0>();
+    else if (n == 1)
+        wgmma_wait<1>();
+    else if (n == 2)
+        wgmma_wait<2>();
+    else
+        wgmma_wait<3>();
+}
+
+// A thread's 16 values of one square block as the fp8 A fragment of a k32
+// product (accumulator elements 0, 1, 4, 5 in register 0, 2, 3, 6, 7 in 1,
+// and 8 higher in 2 and 3: see query_of_column), under the block's rule.
+__device__ __forceinline__ void encode_frag(const fp8_fmt &f8, const block_rule &r, bool plain, const float (&x)[16],
+                                            uint32_t (&a)[4])
+{
+#pragma unroll
+    for (int m = 0; m < 4; m++) {
+        const int i = 8 * (m / 2) + 2 * (m % 2);
+        const uint32_t v[4] = {__float_as_uint(x[i]), __float_as_uint(x[i + 1]), __float_as_uint(x[i + 4]),
+                               __float_as_uint(x[i + 5])};
+        a[m] = encode4<true>(f8, r, plain, v);
+    }
+}
+
+#endif // MXFA_SM90_CODE
+
+template <int D, bool P_DYNAMIC>
+__global__ void __launch_bounds__(THREADS, 1)
+    attn_bwd_fp8(const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
+                 const __grid_constant__ CUtensorMap map_kt, const __grid_constant__ CUtensorMap map_q,
+                 const __grid_constant__ CUtensorMap map_o, const __grid_constant__ CUtensorMap map_qt,
+                 const __grid_constant__ CUtensorMap map_ot, const __grid_constant__ CUtensorMap map_lse2,
+                 const __grid_constant__ CUtensorMap map_delta, const __grid_constant__ CUtensorMap map_dq,
+                 const __grid_constant__ CUtensorMap map_qs, const __grid_constant__ CUtensorMap map_os,
+                 const __grid_constant__ CUtensorMap map_ks, const __grid_constant__ CUtensorMap map_vs,
+                 const bwd8_params p8)
+{
+#ifdef MXFA_SM90_CODE
+    using cf = bwd8_config<D>;
+    constexpr int STAGES = cf::STAGES, BQ = cf::BQ, KEYS = cf::KEYS, DB = cf::DB, RING = cf::RING, SUBS = BMQ / BQ;
+    const bwd_params &p = p8.b;
+    extern __shared__ uint8_t raw[];
+    bwd8_shared<D> &sh = aligned_shared<bwd8_shared<D>>(raw);
+    if (threadIdx.x == 0) {
+        bar_init(&sh.kv_full, 1);
+        bar_init(&sh.kv_empty, 256);
+        init_ring(sh.full, sh.empty, 256);
+        bar_init(&sh.dq_full, 1);
+        bar_init(&sh.dq_done, 256);
+    }
+    __syncthreads();
+
+    const int warp = (int)threadIdx.x / 32;
+    if (warp < 4) { // the producer
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PRODUCER_REGS));
+        if (threadIdx.x == 32) { // the dQ agent (bwd_bf16.cuh's)
+            int jd = 0;
+            for (int w = (int)blockIdx.x; w < p.items; w += (int)gridDim.x) {
+                bwd_item it;
+                if (!make_item<KEYS>(p, w, it))
+                    continue;
+                for (int i = it.i0; i < it.i0 + it.nq; i++)
+                    for (int sub = 0; sub < SUBS; sub++, jd++) {
+                        const int r0 = i * BMQ + sub * BQ;
+                        if (r0 >= it.sq.lq)
+                            break;
+                        const bool last_step = sub == SUBS - 1 || r0 + BQ >= it.sq.lq;
+                        int *sem = p.sem + (int64_t)it.h * (p.q_rows / BMQ) + it.sq.q_off / BMQ + i;
+                        while (ld_acquire(sem) != it.t)
+                            __nanosleep(64);
+                        asm volatile("fence.proxy.async.global;" ::: "memory");
+                        const int row = (int)(it.h * p.q_rows + it.sq.q_off) + r0;
+                        bar_expect(&sh.dq_full, sizeof sh.dqb);
+                        for (int pn = 0; pn < D / 32; pn++)
+                            tma_load(sh.dqb[pn], &map_dq, 32 * pn, row, &sh.dq_full);
+                        bar_wait_idle(&sh.dq_done, jd & 1);
+                        for (int pn = 0; pn < D / 32; pn++)
+                            tma_store(&map_dq, 32 * pn, row, sh.dqb[pn]);
+                        tma_store_commit();
+                        tma_store_wait_all();
+                        if (last_step) {
+                            asm volatile("fence.proxy.async.global;" ::: "memory");
+                            __threadfence();
+                            st_release(sem, it.t + 1);
+                        }
+                    }
+            }
+            return;
+        }
+        if (threadIdx.x != 0)
+            return;
+        int n = 0, j = 0;
+        for (int w = (int)blockIdx.x; w < p.items; w += (int)gridDim.x) {
+            bwd_item it;
+            if (!make_item<KEYS>(p, w, it))
+                continue;
+            if (n > 0)
+                bar_wait_idle(&sh.kv_empty, (n - 1) & 1);
+            const int key = (int)(it.sq.k_off + it.c0), krow = (int)(it.kvh * p.k_rows) + key;
+            bar_expect(&sh.kv_full, sizeof sh.k + sizeof sh.v + sizeof sh.kt + sizeof sh.ks + sizeof sh.vs);
+            tma_load(sh.k, &map_k, 0, krow, &sh.kv_full);
+            tma_load(sh.v, &map_v, 0, krow, &sh.kv_full);
+            tma_load(sh.kt, &map_kt, key, it.kvh * D, &sh.kv_full);
+            tma_load(sh.ks, &map_ks, 0, krow / 32, &sh.kv_full);
+            tma_load(sh.vs, &map_vs, 0, krow, &sh.kv_full);
+            n++;
+            for (int i = it.i0; i < it.i0 + it.nq; i++)
+                for (int sub = 0; sub < SUBS; sub++, j++) {
+                    const int r0 = i * BMQ + sub * BQ;
+                    if (r0 >= it.sq.lq)
+                        break;
+                    const int s = j % STAGES, phase = (j / STAGES) & 1;
+                    if (j >= STAGES)
+                        bar_wait_idle(&sh.empty[s], phase ^ 1);
+                    const int qrow = (int)it.sq.q_off + r0, row = (int)(it.h * p.q_rows) + qrow;
+                    bar_expect(&sh.full[s], sizeof sh.q[0] + sizeof sh.o[0] + sizeof sh.qt[0] + sizeof sh.ot[0] +
+                                                sizeof sh.lse2[0] + sizeof sh.delta[0] + 2 * DB * 4);
+                    tma_load(sh.q[s], &map_q, 0, row, &sh.full[s]);
+                    tma_load(sh.o[s], &map_o, 0, row, &sh.full[s]);
+                    tma_load(sh.qt[s], &map_qt, qrow, it.h * D, &sh.full[s]);
+                    tma_load(sh.ot[s], &map_ot, qrow, it.h * D, &sh.full[s]);
+                    tma_load(sh.lse2[s], &map_lse2, qrow, it.h, &sh.full[s]);
+                    tma_load(sh.delta[s], &map_delta, qrow, it.h, &sh.full[s]);
+                    tma_load(sh.qs[s], &map_qs, 0, row / 32, &sh.full[s]);
+                    tma_load(sh.os[s], &map_os, 0, row / 32, &sh.full[s]);
+                }
+        }
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(CONSUMER_REGS));
+
+    const int wi = __shfl_sync(0xFFFFFFFFu, warp / 4 - 1, 0), w = warp % 4, lane = (int)threadIdx.x % 32, g = lane / 4,
+              t = lane % 4;
+    const fp8_fmt f8 = fp8_e4m3();
+    // this thread's key block (of the item's four: warps w & ~1 and w | 1
+    // of warpgroup wi) and, as a row of dQ^T, its block of D
+    const int kb = 2 * wi + w / 2, db_row = 2 * wi + w / 2;
+    int n = 0, j = 0;
+    for (int item = (int)blockIdx.x; item < p.items; item += (int)gridDim.x) {
+        bwd_item it;
+        if (!make_item<KEYS>(p, item, it))
+            continue;
+        const int lq = (int)it.sq.lq, lk = (int)it.sq.lk;
+        float dv[D / 2], dk[D / 2];
+#pragma unroll
+        for (int i = 0; i < D / 2; i++)
+            dv[i] = 0.0f, dk[i] = 0.0f;
+        bar_wait(&sh.kv_full, n & 1);
+        const int kw0 = wi * 64;
+        const uint64_t kd = opaque(desc_sw128(&sh.k[kw0 * D])), vd = opaque(desc_sw128(&sh.v[kw0 * D])),
+                       ktd = opaque(desc_sw128(&sh.kt[kw0 * KEYS]));
+        const int key0 = it.c0 + kw0 + 16 * w + g;
+        // dQ^T's element i: column d = 64 wi + 16w + g + 8 ((i / 2) % 2) of
+        // query 8 (i / 4) + 2t + i % 2, in dqb's panel d / 32
+        auto dq_at = [&](int i) -> float & {
+            const int d = kw0 + 16 * w + g + 8 * ((i / 2) % 2), c = d % 32;
+            const int q = 8 * (i / 4) + 2 * t + i % 2;
+            return *reinterpret_cast<float *>(reinterpret_cast<uint8_t *>(sh.dqb[d / 32]) + 128 * q +
+                                              16 * ((c / 4) ^ (q % 8)) + 4 * (c % 4));
+        };
+        for (int qi = it.i0; qi < it.i0 + it.nq; qi++) {
+            for (int sub = 0; sub < SUBS; sub++) {
+                const int r0 = qi * BMQ + sub * BQ;
+                if (r0 >= lq)
+                    break;
+                const int s = j % STAGES;
+                bar_wait(&sh.full[s], (j / STAGES) & 1);
+                const uint64_t qd = opaque(desc_sw128(sh.q[s])), od = opaque(desc_sw128(sh.o[s])),
+                               qtd = opaque(desc_sw32(sh.qt[s])), otd = opaque(desc_sw32(sh.ot[s])),
+                               dsd = opaque(desc_sw128(sh.ds[j & 1]));
+                float part[RING][16];
+                float sc[16], dp[16], dq[16];
+                uint32_t pa[1][4], da[1][4];
+                float sp = 0.0f, sds = 0.0f; // P's and dS's scales of this thread's block
+#pragma unroll
+                for (int i = 0; i < 16; i++)
+                    sc[i] = 0.0f, dp[i] = 0.0f;
+                // the step's twenty pieces: S^T 0..3, dP^T 4..7, dV 8..11,
+                // dK 12..15, dQ^T 16..19
+                auto issue = [&](int k) {
+                    float(&d)[16] = part[k % RING];
+                    wgmma_fence();
+                    if (k < 4)
+                        wgmma_k32_n32(d, kd + 2 * k, qd + 2 * k);
+                    else if (k < 8)
+                        wgmma_k32_n32(d, vd + 2 * (k - 4), od + 2 * (k - 4));
+                    else if (k < 12)
+                        wgmma_k32_rs_n32(d, pa[0], otd + 64 * (k - 8));
+                    else if (k < 16)
+                        wgmma_k32_rs_n32(d, da[0], qtd + 64 * (k - 12));
+                    else
+                        wgmma_k32_n32(d, ktd + 2 * (k - 16), dsd + 2 * (k - 16));
+                    wgmma_commit();
+                };
+#pragma unroll
+                for (int k = 0; k < RING; k++)
+                    issue(k);
+#pragma unroll
+                for (int k = 0; k < 20; k++) {
+                    wgmma_wait_n(k + RING - 1 < 20 ? RING - 1 : 19 - k);
+                    float(&d)[16] = part[k % RING];
+                    fence_regs(d);
+                    if (k < 4) {
+                        const float a = sh.ks[kb][k];
+                        promote16(sc, 0, d, a, a, sh.qs[s][k]);
+                    } else if (k < 8) {
+                        promote16(dp, 0, d, sh.vs[kw0 + 16 * w + g][k - 4], sh.vs[kw0 + 16 * w + g + 8][k - 4],
+                                  sh.os[s][k - 4]);
+                    } else if (k < 12) {
+                        promote16(dv, 16 * (k - 8), d, sp, sp, sh.os[s][k - 8]);
+                    } else if (k < 16) {
+                        promote16(dk, 16 * (k - 12), d, sds, sds, sh.qs[s][k - 12]);
+                    } else {
+                        promote16(dq, 0, d, sh.dss[j & 1][k - 16], sh.dss[j & 1][k - 16], sh.ks[k - 16][db_row]);
+                    }
+                    if (k == 3) {
+                        // P in fp32 (kept for dS), as bwd_bf16.cuh's
+                        const int kw = it.c0 + kw0;
+                        bool unseen = false;
+#pragma unroll
+                        for (int i = 0; i < 16; i += 4) {
+                            const float2 l2 = *reinterpret_cast<const float2 *>(&sh.lse2[s][frag_col(t, i)]);
+                            unseen |= __float_as_uint(l2.x) == LSE2_UNSEEN || __float_as_uint(l2.y) == LSE2_UNSEEN;
+                        }
+                        const bool interior = kw + 63 < lk && (!p.causal || kw + 63 <= r0 + lk - lq) &&
+                                              !__any_sync(0xFFFFFFFFu, unseen);
+                        if (interior) {
+#pragma unroll
+                            for (int i = 0; i < 16; i += 4) {
+                                const float2 l2 = *reinterpret_cast<const float2 *>(&sh.lse2[s][frag_col(t, i)]);
+                                sc[i] = mx_exp2(__fmaf_rn(sc[i], p.c, -l2.x));
+                                sc[i + 1] = mx_exp2(__fmaf_rn(sc[i + 1], p.c, -l2.y));
+                                sc[i + 2] = mx_exp2(__fmaf_rn(sc[i + 2], p.c, -l2.x));
+                                sc[i + 3] = mx_exp2(__fmaf_rn(sc[i + 3], p.c, -l2.y));
+                            }
+                        } else {
+#pragma unroll
+                            for (int i = 0; i < 16; i++) {
+                                const int key = key0 + 8 * ((i / 2) % 2), qc = frag_col(t, i), q = r0 + qc;
+                                const float l2 = sh.lse2[s][qc];
+                                const bool masked = key >= lk || (p.causal && key > q + lk - lq) ||
+                                                    __float_as_uint(l2) == LSE2_UNSEEN;
+                                sc[i] = masked ? 0.0f : mx_exp2(__fmaf_rn(sc[i], p.c, -l2));
+                            }
+                        }
+                        // P's codes: dV's A fragment
+                        if constexpr (P_DYNAMIC) {
+                            block_rule rule[1];
+                            bool plain[1];
+                            square_rules(sh, 0, wi, w, f8, 0, sc, rule, plain);
+                            encode_frag(f8, rule[0], plain[0], sc, pa[0]);
+                            sp = scale_float(rule[0].scale);
+                        } else {
+                            // E4M3(P * 256) under 2^-8 (a NaN P: the NaN code)
+                            auto codes = [&](int i) {
+                                return (uint32_t)__nv_cvt_float2_to_fp8x2(
+                                    make_float2(__fmul_rn(sc[i], 256.0f), __fmul_rn(sc[i + 1], 256.0f)),
+                                    __NV_SATFINITE, __NV_E4M3);
+                            };
+#pragma unroll
+                            for (int m = 0; m < 4; m++) {
+                                const int i = 8 * (m / 2) + 2 * (m % 2);
+                                pa[0][m] = codes(i) | codes(i + 4) << 16;
+                            }
+                            sp = 0x1p-8f;
+                        }
+                    }
+                    if (k == 7) {
+                        // dS = P (dP - delta), 0 where P is 0; its codes
+                        // (dK's A fragment) and, transposed, dQ^T's B
+#pragma unroll
+                        for (int i = 0; i < 16; i += 4) {
+                            const float2 dl = *reinterpret_cast<const float2 *>(&sh.delta[s][frag_col(t, i)]);
+#pragma unroll
+                            for (int e = 0; e < 4; e++)
+                                dp[i + e] = sc[i + e] == 0.0f
+                                                ? 0.0f
+                                                : __fmul_rn(sc[i + e], __fsub_rn(dp[i + e], e % 2 ? dl.y : dl.x));
+                        }
+                        block_rule rule[1];
+                        bool plain[1];
+                        square_rules(sh, 1, wi, w, f8, p.preset, dp, rule, plain);
+                        encode_frag(f8, rule[0], plain[0], dp, da[0]);
+                        sds = scale_float(rule[0].scale);
+                        if (lane == 0 && w % 2 == 0)
+                            sh.dss[j & 1][kb] = sds;
+                        // dS^T's 8 x 8 matrices of 16-bit pairs (keys g and
+                        // g + 8 of the warp's 16; queries 8m .. 8m + 7), each
+                        // stored transposed: lane l gives the row of query
+                        // 8 (l / 8) + l % 8, the warp's 16 bytes in it
+                        uint32_t sb[4];
+#pragma unroll
+                        for (int m = 0; m < 2; m++) {
+                            sb[2 * m] = __byte_perm(da[0][2 * m], da[0][2 * m + 1], 0x5140);
+                            sb[2 * m + 1] = __byte_perm(da[0][2 * m], da[0][2 * m + 1], 0x7362);
+                        }
+                        const int qrow = lane;
+                        const uint32_t at = smem_addr(sh.ds[j & 1]) + (uint32_t)qrow * 128 +
+                                            ((uint32_t)((4 * wi + w) ^ (qrow % 8)) << 4);
+                        stmatrix_x4_trans(at, sb);
+                    }
+                    if (k == 11) {
+                        // both warpgroups' dS written (and visible to the
+                        // tensor cores); dQ from the agent's load
+                        hold_fragments(pa);
+                        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                        named_sync(BAR_CONSUMERS, 256);
+                        bar_wait(&sh.dq_full, j & 1);
+#pragma unroll
+                        for (int i = 0; i < 16; i++)
+                            dq[i] = dq_at(i);
+                    }
+                    if (k == 15)
+                        hold_fragments(da);
+                    if (k + RING < 20)
+                        issue(k + RING);
+                }
+#pragma unroll
+                for (int i = 0; i < 16; i++)
+                    dq_at(i) = dq[i];
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                bar_arrive(&sh.dq_done);
+                bar_arrive(&sh.empty[s]);
+                j++;
+            }
+        }
+        if (p.direct) {
+#pragma unroll
+            for (int h8 = 0; h8 < 2; h8++) {
+                const int key = key0 + 8 * h8;
+                if (key < lk) {
+                    store_frag_row<D, true>(p.dk_out, it.sq.k0 + key, it.kvh, 0, t, h8, dk, p.scale);
+                    store_frag_row<D, false>(p.dv_out, it.sq.k0 + key, it.kvh, 0, t, h8, dv, 1.0f);
+                }
+            }
+        } else {
+            const int64_t base = ((int64_t)it.h * p.k_rows + it.sq.k_off + it.c0 + kw0) * D;
+#pragma unroll
+            for (int i = 0; i < D / 2; i += 2) {
+                const int64_t at = base + (int64_t)frag_row(w, g, i) * D + frag_col(t, i);
+                *reinterpret_cast<float2 *>(p.dk + at) = make_float2(dk[i], dk[i + 1]);
+                *reinterpret_cast<float2 *>(p.dv + at) = make_float2(dv[i], dv[i + 1]);
+            }
+        }
+        bar_arrive(&sh.kv_empty);
+        n++;
+    }
+#endif
+}
+
+} // namespace bwd90
+} // namespace mxfa_gpu
+
+#endif
