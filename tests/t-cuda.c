@@ -752,12 +752,14 @@ static int attn_unseen_case(int trial, int device, char *what, size_t what_len)
  * V or dO (a NaN in a tile the reference skips must not reach the chain).
  * O and LSE come from the cpu backend's forward pass; dQ, dK and dV byte
  * for byte against the cpu backend's, which t-cpu holds to ref. */
-static int bwd_fused_only; /* bwd_case draws only what the fused sm90-bf16 kernel takes */
+/* bwd_case draws only what a fused kernel takes: 1 sm90-bf16's, 2 sm90-fp8's
+ * (D = 128, no mask or the plain causal mask) */
+static int bwd_fused_only;
 
 static int bwd_case(int trial, int device, char *what, size_t what_len)
 {
     static const int64_t dims[3] = {64, 128, 256};
-    const int64_t d = dims[rng_below(3)];
+    const int64_t drawn = dims[rng_below(3)], d = bwd_fused_only == 2 ? 128 : drawn;
     const int batch = 1 + (int)rng_below(3);
     const int hkv = 1 + (int)rng_below(2), group = 1 + (int)rng_below(3);
     const int64_t hq = hkv * group;
@@ -776,7 +778,9 @@ static int bwd_case(int trial, int device, char *what, size_t what_len)
         p.block_m = 32 * (1 + (int)rng_below(8)), p.block_n = 32 * (1 + (int)rng_below(8));
     int ctas = 0; /* a cap on the fused kernel's grid: several items a CTA */
     if (bwd_fused_only) {
-        p.model = MXFA_MODEL_SM90_BF16;
+        p.model = bwd_fused_only == 2 ? MXFA_MODEL_SM90_FP8 : MXFA_MODEL_SM90_BF16;
+        if (bwd_fused_only == 2 && p.causal == MXFA_CAUSAL)
+            p.causal = rng_below(2) ? MXFA_CAUSAL_NONE : MXFA_CAUSAL_PLAIN;
         ctas = rng_below(2) ? 1 + (int)rng_below(3) : 0;
     }
     if (ctas) {
@@ -1102,6 +1106,10 @@ int main(void)
         bwd_fused_only = 1;
         setenv("MXFA_BWD_FUSED", "1", 1); /* each of these calls must take the fused kernel */
         run_cases_against("attention backward under sm90-bf16, the fused kernel's cases (D = 64, 128, 256; every mask)",
+                          bwd_case, 60, "the cpu backend's (and two runs on different grids, every byte the same)");
+        bwd_fused_only = 2;
+        run_cases_against("attention backward under sm90-fp8, the fused kernel's cases (D = 128; no mask and the plain "
+                          "causal mask)",
                           bwd_case, 60, "the cpu backend's (and two runs on different grids, every byte the same)");
         bwd_fused_only = 0;
         unsetenv("MXFA_BWD_MAX_CTAS");
