@@ -83,8 +83,8 @@ __global__ void __launch_bounds__(128) bwd_pack_square(nd3 x, int preset, const 
 // rows [H][rows][D] (packed rows; padding rows zero) and, where t_out is
 // given, the same codes transposed [H][D][rows] with the rows of each
 // 32-block in the order `order` gives (bwd_fp8.cuh: 1 query_of_column, 2
-// key_of_pair); the scales as floats 2^(e - 127), [H][rows / 32][D / 32]
-// (SQUARE) or [H][rows][D / 32]. A warp a 32 x 32 block, a lane a token;
+// key_of_pair); the scales as floats 2^(e - 127), [H][rows / 32][SW]
+// (SQUARE) or [H][rows][SW] (SW = D / 32, at least 4: bwd8_config). A warp a 32 x 32 block, a lane a token;
 // the transpose through shared memory. Grid x over rows / 32 * D / 32 / 4
 // blocks of 4 warps, y over the heads.
 template <int D, bool SQUARE>
@@ -123,12 +123,13 @@ __global__ void __launch_bounds__(128) bwd_pack_fp8(nd3 x, int preset, const fwd
         return; // (the whole warp)
     uint4 *dst = reinterpret_cast<uint4 *>(rows_out + (h * rows + p) * D + c0);
     dst[0] = make_uint4(w[0], w[1], w[2], w[3]), dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
+    constexpr int SW = bwd90::bwd8_config<D>::SW;
     if (SQUARE) {
         const bool any = __any_sync(0xFFFFFFFFu, real);
         if (lane == 0)
-            scales[(h * (rows / 32) + p0 / 32) * (D / 32) + c0 / 32] = scale_float(any ? rule.scale : 0x7Fu);
+            scales[(h * (rows / 32) + p0 / 32) * SW + c0 / 32] = scale_float(any ? rule.scale : 0x7Fu);
     } else {
-        scales[(h * rows + p) * (D / 32) + c0 / 32] = scale_float(real ? rule.scale : 0x7Fu);
+        scales[(h * rows + p) * SW + c0 / 32] = scale_float(real ? rule.scale : 0x7Fu);
     }
     if (!t_out)
         return;
@@ -473,7 +474,7 @@ template <int D> bwd8_kernel_fn bwd8_kernel(const attn_bwd_args &a)
     return a.p_dynamic ? bwd90::attn_bwd_fp8<D, true> : bwd90::attn_bwd_fp8<D, false>;
 }
 
-// Where it serves: sm90-fp8 on Hopper, D = 128, no mask or the plain causal
+// Where it serves: sm90-fp8 on Hopper, D = 64 or 128, no mask or the plain causal
 // mask (the leak-free mask's diagonal blocks take bf16 steps, which the
 // kernel does not make yet: the composition serves it), the default tiles,
 // and fused_bf16_serves' bounds.
@@ -481,7 +482,7 @@ bool fused_fp8_serves(const attn_bwd_args &a)
 {
     const int64_t d = a.q.n2, hq = a.q.n1, hkv = a.k.n1;
     const char *env = getenv("MXFA_BWD_COMPOSED");
-    if (a.bf16_model || a.sm100 || d != 128 || a.leak_free || a.block_m != 128 || a.block_n != 128 ||
+    if (a.bf16_model || a.sm100 || (d != 64 && d != 128) || a.leak_free || a.block_m != 128 || a.block_n != 128 ||
         (env && env[0] == '1'))
         return false;
     int64_t q_rows, k_rows;
@@ -492,7 +493,8 @@ bool fused_fp8_serves(const attn_bwd_args &a)
         return false;
     cudaFuncAttributes fa;
     const int need = (128 * bwd90::PRODUCER_REGS + 256 * bwd90::CONSUMER_REGS) / bwd90::THREADS;
-    if (cudaFuncGetAttributes(&fa, (const void *)bwd8_kernel<128>(a)) != cudaSuccess || fa.numRegs < need) {
+    const bwd8_kernel_fn kernel = d == 64 ? bwd8_kernel<64>(a) : bwd8_kernel<128>(a);
+    if (cudaFuncGetAttributes(&fa, (const void *)kernel) != cudaSuccess || fa.numRegs < need) {
         cudaGetLastError();
         return false;
     }
@@ -503,7 +505,7 @@ template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stre
 {
     using namespace bwd90;
     using cf = bwd8_config<D>;
-    constexpr int KEYS = cf::KEYS, BQ = cf::BQ, DB = cf::DB;
+    constexpr int KEYS = cf::KEYS, BQ = cf::BQ, DB = cf::DB, SW = cf::SW;
     const int64_t hq = a.q.n1, hkv = a.k.n1, group = hq / hkv, tq = a.q.n0;
     const int batch = a.batch;
     seq *hs = static_cast<seq *>(malloc(sizeof(seq) * (size_t)batch));
@@ -523,11 +525,11 @@ template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stre
     // query head's dK and dV
     auto piece = [](size_t bytes) { return (bytes + 1023) / 1024 * 1024; };
     const size_t q8 = (size_t)(hq * q_rows * D), k8 = (size_t)(hkv * k_rows * D);
-    const size_t qsq = (size_t)(hq * (q_rows / 32) * DB) * 4, ksq = (size_t)(hkv * (k_rows / 32) * DB) * 4;
+    const size_t qsq = (size_t)(hq * (q_rows / 32) * SW) * 4, ksq = (size_t)(hkv * (k_rows / 32) * SW) * 4;
     const size_t partial = direct ? 0 : (size_t)(hq * k_rows * D) * 4;
     const size_t sizes[] = {q8 * 4, (size_t)(hq * (q_rows / BMQ)) * 4, (size_t)(hq * q_rows) * 4,
                             (size_t)(hq * q_rows) * 4, q8, q8, q8, q8, k8, k8, k8, qsq, qsq, ksq,
-                            (size_t)(hkv * k_rows * DB) * 4, sizeof(seq) * (size_t)batch, partial, partial};
+                            (size_t)(hkv * k_rows * SW) * 4, sizeof(seq) * (size_t)batch, partial, partial};
     constexpr int N = sizeof sizes / sizeof sizes[0];
     size_t at[N], total = 0;
     for (int i = 0; i < N; i++)
@@ -576,14 +578,15 @@ template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stre
     memset(m, 0, sizeof m);
     const CUtensorMapDataType u8 = CU_TENSOR_MAP_DATA_TYPE_UINT8, f32 = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
     const CUtensorMapSwizzle sw = CU_TENSOR_MAP_SWIZZLE_128B, none = CU_TENSOR_MAP_SWIZZLE_NONE;
+    const CUtensorMapSwizzle rows_sw = D == 128 ? sw : CU_TENSOR_MAP_SWIZZLE_64B; // K, V, Q and dO rows
     const uint64_t qr = (uint64_t)(hq * q_rows), kr = (uint64_t)(hkv * k_rows);
     if (e == cudaSuccess &&
-        ((e = tensor_map(&m[0], u8, kc, D, kr, D, D, KEYS, sw)) != cudaSuccess ||
-         (e = tensor_map(&m[1], u8, vc, D, kr, D, D, KEYS, sw)) != cudaSuccess ||
+        ((e = tensor_map(&m[0], u8, kc, D, kr, D, D, KEYS, rows_sw)) != cudaSuccess ||
+         (e = tensor_map(&m[1], u8, vc, D, kr, D, D, KEYS, rows_sw)) != cudaSuccess ||
          (e = tensor_map(&m[2], u8, kt, (uint64_t)k_rows, (uint64_t)(hkv * D), (uint64_t)k_rows, KEYS, D, sw)) !=
              cudaSuccess ||
-         (e = tensor_map(&m[3], u8, qc, D, qr, D, D, BQ, sw)) != cudaSuccess ||
-         (e = tensor_map(&m[4], u8, oc, D, qr, D, D, BQ, sw)) != cudaSuccess ||
+         (e = tensor_map(&m[3], u8, qc, D, qr, D, D, BQ, rows_sw)) != cudaSuccess ||
+         (e = tensor_map(&m[4], u8, oc, D, qr, D, D, BQ, rows_sw)) != cudaSuccess ||
          (e = tensor_map(&m[5], u8, qt, (uint64_t)q_rows, (uint64_t)(hq * D), (uint64_t)q_rows, BQ, D,
                          CU_TENSOR_MAP_SWIZZLE_32B)) != cudaSuccess ||
          (e = tensor_map(&m[6], u8, ot, (uint64_t)q_rows, (uint64_t)(hq * D), (uint64_t)q_rows, BQ, D,
@@ -593,10 +596,10 @@ template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stre
          (e = tensor_map(&m[8], f32, delta, (uint64_t)q_rows, (uint64_t)hq, (uint64_t)q_rows * 4, BQ, 1, none)) !=
              cudaSuccess ||
          (e = tensor_map(&m[9], f32, dq, D, qr, D * 4, 32, BQ, sw)) != cudaSuccess ||
-         (e = tensor_map(&m[10], f32, qs, DB, qr / 32, DB * 4, DB, 1, none)) != cudaSuccess ||
-         (e = tensor_map(&m[11], f32, os, DB, qr / 32, DB * 4, DB, 1, none)) != cudaSuccess ||
-         (e = tensor_map(&m[12], f32, ks, DB, kr / 32, DB * 4, DB, KEYS / 32, none)) != cudaSuccess ||
-         (e = tensor_map(&m[13], f32, vs, DB, kr, DB * 4, DB, KEYS, none)) != cudaSuccess))
+         (e = tensor_map(&m[10], f32, qs, SW, qr / 32, SW * 4, SW, 1, none)) != cudaSuccess ||
+         (e = tensor_map(&m[11], f32, os, SW, qr / 32, SW * 4, SW, 1, none)) != cudaSuccess ||
+         (e = tensor_map(&m[12], f32, ks, SW, kr / 32, SW * 4, SW, KEYS / 32, none)) != cudaSuccess ||
+         (e = tensor_map(&m[13], f32, vs, SW, kr, SW * 4, SW, KEYS, none)) != cudaSuccess))
         ; // e says which
     bwd8_params p8;
     bwd_params &p = p8.b;
@@ -663,7 +666,7 @@ cudaError_t launch_attn_bwd_sm90(const attn_bwd_args &a, cudaStream_t stream)
     if (!fused)
         return launch_attn_bwd_composed(a, stream);
     if (fused8)
-        return fused_fp8<128>(a, stream);
+        return a.q.n2 == 64 ? fused_fp8<64>(a, stream) : fused_fp8<128>(a, stream);
     return a.q.n2 == 64 ? fused_bf16<64>(a, stream) : a.q.n2 == 128 ? fused_bf16<128>(a, stream) : fused_bf16<256>(a, stream);
 }
 

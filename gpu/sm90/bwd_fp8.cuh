@@ -56,12 +56,23 @@ __host__ __device__ constexpr int query_of_column(int f)
 __host__ __device__ constexpr int key_of_pair(int f) { return (f / 16) * 16 + (f % 16) / 2 + 8 * (f % 2); }
 
 template <int D> struct bwd8_config {
-    static_assert(D == 128, "head dim");
+    static_assert(D == 64 || D == 128, "head dim");
     static constexpr int KEYS = 128; // keys an item: a key tile
     static constexpr int BQ = 32;    // queries a step: one square block
     static constexpr int STAGES = 4;
     static constexpr int RING = 3;   // partial accumulators in flight
     static constexpr int DB = D / 32;
+    // a row of scales in the packed arrays: DB floats, at least 4 (a tensor
+    // copy's row is a multiple of 16 bytes)
+    static constexpr int SW = DB < 4 ? 4 : DB;
+    // pieces of a step: S^T, dP^T, dV and dK DB each, dQ^T 4 (its keys). At
+    // D = 64 dQ^T has one block of 64 rows (D), so each warpgroup makes 16
+    // of the step's queries (n16); at 128 each makes 64 of D's rows.
+    static constexpr int NP = DB, PIECES = 4 * DB + 4, DQN = D == 128 ? 32 : 16;
+    // a piece is issued RING - 1 pieces ahead of its promotion: dV's first
+    // (its A, P's codes, made once S^T is promoted), dK's (dS, once dP^T
+    // is) and dQ^T's (both warpgroups' dS) are issued after what they need
+    static_assert(RING <= NP + 1, "the ring runs ahead of P, dS or dQ's barrier");
 };
 
 // Shared memory: K, V, Q and dO rows in D-byte swizzle (128 bytes), K^T and
@@ -69,7 +80,7 @@ template <int D> struct bwd8_config {
 // 32-byte swizzle (the step's 32 queries a row).
 template <int D> struct __align__(1024) bwd8_shared {
     using cf = bwd8_config<D>;
-    static constexpr int KEYS = cf::KEYS, BQ = cf::BQ, STAGES = cf::STAGES, DB = cf::DB;
+    static constexpr int KEYS = cf::KEYS, BQ = cf::BQ, STAGES = cf::STAGES, DB = cf::DB, SW = cf::SW;
     uint8_t k[KEYS * D];            // A of S^T
     uint8_t v[KEYS * D];            // A of dP^T
     uint8_t kt[D * KEYS];           // A of dQ^T (keys in pair order)
@@ -85,8 +96,8 @@ template <int D> struct __align__(1024) bwd8_shared {
     // copy's destination is 128-byte aligned)
     alignas(128) float qs[STAGES][32];
     alignas(128) float os[STAGES][32];
-    alignas(128) float ks[KEYS / 32][DB]; // the item's K scales [key block][block of D]
-    alignas(128) float vs[KEYS][DB];      // V's [key][block of D]
+    alignas(128) float ks[KEYS / 32][SW]; // the item's K scales [key block][block of D]
+    alignas(128) float vs[KEYS][SW];      // V's [key][block of D]
     float dss[2][KEYS / 32];             // dS's scales of the step's key blocks, by parity
     uint32_t xtop[2][2][4][2];           // square_rules' exchange (bwd_shared's)
     uint32_t xamax[2][2][4][2];
@@ -94,34 +105,36 @@ template <int D> struct __align__(1024) bwd8_shared {
     uint64_t kv_full, kv_empty, full[STAGES], empty[STAGES], dq_full, dq_done;
 };
 template <int D> constexpr size_t BWD8_SMEM_BYTES = sizeof(bwd8_shared<D>) + 1024;
-static_assert(BWD8_SMEM_BYTES<128> <= 227 * 1024, "shared memory of an H100 or H200 CTA");
+static_assert(BWD8_SMEM_BYTES<128> <= 227 * 1024 && BWD8_SMEM_BYTES<64> <= 227 * 1024,
+              "shared memory of an H100 or H200 CTA");
 
 struct bwd8_params {
     bwd_params b;
-    const float *qs, *os; // [Hq][q_rows / 32][D / 32]
-    const float *ks;      // [Hkv][k_rows / 32][D / 32]
-    const float *vs;      // [Hkv][k_rows][D / 32]
+    // (the rows of scales SW floats, bwd8_config's)
+    const float *qs, *os; // [Hq][q_rows / 32][SW]
+    const float *ks;      // [Hkv][k_rows / 32][SW]
+    const float *vs;      // [Hkv][k_rows][SW]
 };
 
 #ifdef MXFA_SM90_CODE
 
 __device__ __forceinline__ bool fma_exact_scale(float s) { return s != 0.0f && fabsf(s) != __uint_as_float(kF32Inf); }
 
-// acc[off + i] = fma(part[i], 2^(sa + sb), acc[off + i]) over a piece's 16
-// elements, sa's float a0 on the upper row half ((i / 2) % 2 = 0), a1 on the
+// acc[off + i] = fma(part[i], 2^(sa + sb), acc[off + i]) over a piece's M
+// elements (16, or 8 of an n16 piece), sa's float a0 on the upper row half ((i / 2) % 2 = 0), a1 on the
 // lower, sb's b: one fma an element where the warp's two scale products are
 // floats (neither 0 nor Inf), else the exact promotion element by element.
-template <int N>
-__device__ __forceinline__ void promote16(float (&acc)[N], int off, const float (&part)[16], float a0, float a1, float b)
+template <int M, int N>
+__device__ __forceinline__ void promote(float (&acc)[N], int off, const float (&part)[16], float a0, float a1, float b)
 {
     const float s0 = __fmul_rn(a0, b), s1 = __fmul_rn(a1, b);
     if (__all_sync(0xFFFFFFFFu, fma_exact_scale(s0) && fma_exact_scale(s1))) {
 #pragma unroll
-        for (int i = 0; i < 16; i++)
+        for (int i = 0; i < M; i++)
             acc[off + i] = __fmaf_rn(part[i], (i / 2) % 2 ? s1 : s0, acc[off + i]);
     } else {
 #pragma unroll
-        for (int i = 0; i < 16; i++)
+        for (int i = 0; i < M; i++)
             acc[off + i] = promote_exact(part[i], (i / 2) % 2 ? a1 : a0, b, acc[off + i]);
     }
 }
@@ -169,6 +182,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 #ifdef MXFA_SM90_CODE
     using cf = bwd8_config<D>;
     constexpr int STAGES = cf::STAGES, BQ = cf::BQ, KEYS = cf::KEYS, DB = cf::DB, RING = cf::RING, SUBS = BMQ / BQ;
+    constexpr int NP = cf::NP, PIECES = cf::PIECES, DQN = cf::DQN;
     const bwd_params &p = p8.b;
     extern __shared__ uint8_t raw[];
     bwd8_shared<D> &sh = aligned_shared<bwd8_shared<D>>(raw);
@@ -245,7 +259,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                         bar_wait_idle(&sh.empty[s], phase ^ 1);
                     const int qrow = (int)it.sq.q_off + r0, row = (int)(it.h * p.q_rows) + qrow;
                     bar_expect(&sh.full[s], sizeof sh.q[0] + sizeof sh.o[0] + sizeof sh.qt[0] + sizeof sh.ot[0] +
-                                                sizeof sh.lse2[0] + sizeof sh.delta[0] + 2 * DB * 4);
+                                                sizeof sh.lse2[0] + sizeof sh.delta[0] + 2 * cf::SW * 4);
                     tma_load(sh.q[s], &map_q, 0, row, &sh.full[s]);
                     tma_load(sh.o[s], &map_o, 0, row, &sh.full[s]);
                     tma_load(sh.qt[s], &map_qt, qrow, it.h * D, &sh.full[s]);
@@ -264,8 +278,10 @@ __global__ void __launch_bounds__(THREADS, 1)
               t = lane % 4;
     const fp8_fmt f8 = fp8_e4m3();
     // this thread's key block (of the item's four: warps w & ~1 and w | 1
-    // of warpgroup wi) and, as a row of dQ^T, its block of D
-    const int kb = 2 * wi + w / 2, db_row = 2 * wi + w / 2;
+    // of warpgroup wi); dQ^T's first row (of D) and query of the
+    // warpgroup's, and the thread's block of D as a row of it
+    const int kb = 2 * wi + w / 2, d0 = D == 128 ? 64 * wi : 0, q0 = D == 128 ? 0 : 16 * wi,
+              db_row = (d0 + 16 * w) / 32;
     int n = 0, j = 0;
     for (int item = (int)blockIdx.x; item < p.items; item += (int)gridDim.x) {
         bwd_item it;
@@ -278,14 +294,15 @@ __global__ void __launch_bounds__(THREADS, 1)
             dv[i] = 0.0f, dk[i] = 0.0f;
         bar_wait(&sh.kv_full, n & 1);
         const int kw0 = wi * 64;
-        const uint64_t kd = opaque(desc_sw128(&sh.k[kw0 * D])), vd = opaque(desc_sw128(&sh.v[kw0 * D])),
-                       ktd = opaque(desc_sw128(&sh.kt[kw0 * KEYS]));
+        auto desc_rows = [](const uint8_t *ptr) { return D == 128 ? desc_sw128(ptr) : desc_sw64(ptr); };
+        const uint64_t kd = opaque(desc_rows(&sh.k[kw0 * D])), vd = opaque(desc_rows(&sh.v[kw0 * D])),
+                       ktd = opaque(desc_sw128(&sh.kt[d0 * KEYS]));
         const int key0 = it.c0 + kw0 + 16 * w + g;
-        // dQ^T's element i: column d = 64 wi + 16w + g + 8 ((i / 2) % 2) of
-        // query 8 (i / 4) + 2t + i % 2, in dqb's panel d / 32
+        // dQ^T's element i: column d = d0 + 16w + g + 8 ((i / 2) % 2) of
+        // query q0 + 8 (i / 4) + 2t + i % 2, in dqb's panel d / 32
         auto dq_at = [&](int i) -> float & {
-            const int d = kw0 + 16 * w + g + 8 * ((i / 2) % 2), c = d % 32;
-            const int q = 8 * (i / 4) + 2 * t + i % 2;
+            const int d = d0 + 16 * w + g + 8 * ((i / 2) % 2), c = d % 32;
+            const int q = q0 + 8 * (i / 4) + 2 * t + i % 2;
             return *reinterpret_cast<float *>(reinterpret_cast<uint8_t *>(sh.dqb[d / 32]) + 128 * q +
                                               16 * ((c / 4) ^ (q % 8)) + 4 * (c % 4));
         };
@@ -296,55 +313,58 @@ __global__ void __launch_bounds__(THREADS, 1)
                     break;
                 const int s = j % STAGES;
                 bar_wait(&sh.full[s], (j / STAGES) & 1);
-                const uint64_t qd = opaque(desc_sw128(sh.q[s])), od = opaque(desc_sw128(sh.o[s])),
+                const uint64_t qd = opaque(desc_rows(sh.q[s])), od = opaque(desc_rows(sh.o[s])),
                                qtd = opaque(desc_sw32(sh.qt[s])), otd = opaque(desc_sw32(sh.ot[s])),
-                               dsd = opaque(desc_sw128(sh.ds[j & 1]));
+                               dsd = opaque(desc_sw128(&sh.ds[j & 1][q0 * KEYS]));
                 float part[RING][16];
-                float sc[16], dp[16], dq[16];
+                float sc[16], dp[16], dq[DQN / 2];
                 uint32_t pa[1][4], da[1][4];
                 float sp = 0.0f, sds = 0.0f; // P's and dS's scales of this thread's block
 #pragma unroll
                 for (int i = 0; i < 16; i++)
                     sc[i] = 0.0f, dp[i] = 0.0f;
-                // the step's twenty pieces: S^T 0..3, dP^T 4..7, dV 8..11,
-                // dK 12..15, dQ^T 16..19
+                // the step's pieces: S^T 0 .. NP - 1, dP^T NP .., dV 2 NP ..,
+                // dK 3 NP .., dQ^T 4 NP .. 4 NP + 3
                 auto issue = [&](int k) {
                     float(&d)[16] = part[k % RING];
                     wgmma_fence();
-                    if (k < 4)
+                    if (k < NP)
                         wgmma_k32_n32(d, kd + 2 * k, qd + 2 * k);
-                    else if (k < 8)
-                        wgmma_k32_n32(d, vd + 2 * (k - 4), od + 2 * (k - 4));
-                    else if (k < 12)
-                        wgmma_k32_rs_n32(d, pa[0], otd + 64 * (k - 8));
-                    else if (k < 16)
-                        wgmma_k32_rs_n32(d, da[0], qtd + 64 * (k - 12));
+                    else if (k < 2 * NP)
+                        wgmma_k32_n32(d, vd + 2 * (k - NP), od + 2 * (k - NP));
+                    else if (k < 3 * NP)
+                        wgmma_k32_rs_n32(d, pa[0], otd + 64 * (k - 2 * NP));
+                    else if (k < 4 * NP)
+                        wgmma_k32_rs_n32(d, da[0], qtd + 64 * (k - 3 * NP));
+                    else if constexpr (DQN == 32)
+                        wgmma_k32_n32(d, ktd + 2 * (k - 4 * NP), dsd + 2 * (k - 4 * NP));
                     else
-                        wgmma_k32_n32(d, ktd + 2 * (k - 16), dsd + 2 * (k - 16));
+                        wgmma_k32_n16(d, ktd + 2 * (k - 4 * NP), dsd + 2 * (k - 4 * NP));
                     wgmma_commit();
                 };
 #pragma unroll
                 for (int k = 0; k < RING; k++)
                     issue(k);
 #pragma unroll
-                for (int k = 0; k < 20; k++) {
-                    wgmma_wait_n(k + RING - 1 < 20 ? RING - 1 : 19 - k);
+                for (int k = 0; k < PIECES; k++) {
+                    wgmma_wait_n(k + RING - 1 < PIECES ? RING - 1 : PIECES - 1 - k);
                     float(&d)[16] = part[k % RING];
                     fence_regs(d);
-                    if (k < 4) {
+                    if (k < NP) {
                         const float a = sh.ks[kb][k];
-                        promote16(sc, 0, d, a, a, sh.qs[s][k]);
-                    } else if (k < 8) {
-                        promote16(dp, 0, d, sh.vs[kw0 + 16 * w + g][k - 4], sh.vs[kw0 + 16 * w + g + 8][k - 4],
-                                  sh.os[s][k - 4]);
-                    } else if (k < 12) {
-                        promote16(dv, 16 * (k - 8), d, sp, sp, sh.os[s][k - 8]);
-                    } else if (k < 16) {
-                        promote16(dk, 16 * (k - 12), d, sds, sds, sh.qs[s][k - 12]);
+                        promote<16>(sc, 0, d, a, a, sh.qs[s][k]);
+                    } else if (k < 2 * NP) {
+                        promote<16>(dp, 0, d, sh.vs[kw0 + 16 * w + g][k - NP], sh.vs[kw0 + 16 * w + g + 8][k - NP],
+                                    sh.os[s][k - NP]);
+                    } else if (k < 3 * NP) {
+                        promote<16>(dv, 16 * (k - 2 * NP), d, sp, sp, sh.os[s][k - 2 * NP]);
+                    } else if (k < 4 * NP) {
+                        promote<16>(dk, 16 * (k - 3 * NP), d, sds, sds, sh.qs[s][k - 3 * NP]);
                     } else {
-                        promote16(dq, 0, d, sh.dss[j & 1][k - 16], sh.dss[j & 1][k - 16], sh.ks[k - 16][db_row]);
+                        const float a = sh.dss[j & 1][k - 4 * NP];
+                        promote<DQN / 2>(dq, 0, d, a, a, sh.ks[k - 4 * NP][db_row]);
                     }
-                    if (k == 3) {
+                    if (k == NP - 1) {
                         // P in fp32 (kept for dS), as bwd_bf16.cuh's
                         const int kw = it.c0 + kw0;
                         bool unseen = false;
@@ -396,7 +416,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                             sp = 0x1p-8f;
                         }
                     }
-                    if (k == 7) {
+                    if (k == 2 * NP - 1) {
                         // dS = P (dP - delta), 0 where P is 0; its codes
                         // (dK's A fragment) and, transposed, dQ^T's B
 #pragma unroll
@@ -430,7 +450,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                                             ((uint32_t)((4 * wi + w) ^ (qrow % 8)) << 4);
                         stmatrix_x4_trans(at, sb);
                     }
-                    if (k == 11) {
+                    if (k == 3 * NP - 1) {
                         // both warpgroups' dS written (and visible to the
                         // tensor cores); dQ from the agent's load
                         hold_fragments(pa);
@@ -438,16 +458,16 @@ __global__ void __launch_bounds__(THREADS, 1)
                         named_sync(BAR_CONSUMERS, 256);
                         bar_wait(&sh.dq_full, j & 1);
 #pragma unroll
-                        for (int i = 0; i < 16; i++)
+                        for (int i = 0; i < DQN / 2; i++)
                             dq[i] = dq_at(i);
                     }
-                    if (k == 15)
+                    if (k == 4 * NP - 1)
                         hold_fragments(da);
-                    if (k + RING < 20)
+                    if (k + RING < PIECES)
                         issue(k + RING);
                 }
 #pragma unroll
-                for (int i = 0; i < 16; i++)
+                for (int i = 0; i < DQN / 2; i++)
                     dq_at(i) = dq[i];
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
                 bar_arrive(&sh.dq_done);

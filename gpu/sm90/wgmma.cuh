@@ -155,6 +155,18 @@ __device__ __forceinline__ void wgmma_k32_n32(float (&d)[16], uint64_t da, uint6
                  : "memory");
 }
 
+// The same at n16 into d's first 8 registers (element i being element i of
+// the m64n128 fragment's first 16 columns; a piece of a ring of n32 ones).
+__device__ __forceinline__ void wgmma_k32_n16(float (&d)[16], uint64_t da, uint64_t db)
+{
+    asm volatile("{\n.reg .pred zero_acc;\nsetp.ne.b32 zero_acc, %10, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, "
+                 "zero_acc, 1, 1;\n}\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7])
+                 : "l"(da), "l"(db), "n"(0)
+                 : "memory");
+}
+
 __device__ __forceinline__ void wgmma_k32_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t db)
 {
     asm volatile("{\n.reg .pred zero_acc;\nsetp.ne.b32 zero_acc, %37, 0;\n"
