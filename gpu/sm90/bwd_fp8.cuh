@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The fused attention backward on Hopper under the sm90-fp8 model, bit for
 // bit the algorithm of cpu/ref/attn_bwd.c (docs/NUMERICS.md, "Attention
-// backward") at D = 128 with no mask or the plain causal mask, const or
+// backward") at D = 64 and 128 with no mask or the plain causal mask, const or
 // dynamic P, the reference's tiles of 128 queries and 128 keys. Memory
 // O(S): no score matrix anywhere.
 //
@@ -21,11 +21,13 @@
 // semaphore) with steps of 32 queries, every product made as m64n32k32
 // pieces through a ring of partial accumulators: a piece is promoted while
 // the next ones run. A consumer warpgroup's 64 keys (the rows of S^T, dP^T,
-// dV and dK) and, for dQ^T = K^T dS^T, 64 of D's columns:
-//     S^T  = K Q^T    4 pieces along D, from +0
-//     dP^T = V dO^T   4 pieces along D, from +0
-//     dV  += P^T dO   4 pieces of 32 of D's columns (A: P's codes in registers)
-//     dK  += dS^T Q   4 pieces of 32 columns (A: dS's codes in registers)
+// dV and dK) and, for dQ^T = K^T dS^T, 64 of D's columns (D = 128) or 16
+// of the step's queries (D = 64):
+//     S^T  = K Q^T    D / 32 pieces along D, from +0
+//     dP^T = V dO^T   D / 32 pieces along D, from +0
+//     dV  += P^T dO   D / 32 pieces of 32 of D's columns (A: P's codes in
+//                     registers)
+//     dK  += dS^T Q   D / 32 pieces of 32 columns (A: dS's codes)
 //     dQ^T += K^T dS^T  4 pieces along the item's 128 keys (both
 //                     warpgroups' dS, in shared memory)
 // The score accumulator's element (key, query) becomes a register A operand
@@ -181,7 +183,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 {
 #ifdef MXFA_SM90_CODE
     using cf = bwd8_config<D>;
-    constexpr int STAGES = cf::STAGES, BQ = cf::BQ, KEYS = cf::KEYS, DB = cf::DB, RING = cf::RING, SUBS = BMQ / BQ;
+    constexpr int STAGES = cf::STAGES, BQ = cf::BQ, KEYS = cf::KEYS, RING = cf::RING, SUBS = BMQ / BQ;
     constexpr int NP = cf::NP, PIECES = cf::PIECES, DQN = cf::DQN;
     const bwd_params &p = p8.b;
     extern __shared__ uint8_t raw[];
