@@ -468,21 +468,22 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
 
 // ---- the fused sm90-fp8 backward (bwd_fp8.cuh) ----
 
-using bwd8_kernel_fn = decltype(&bwd90::attn_bwd_fp8<128, false>);
+using bwd8_kernel_fn = decltype(&bwd90::attn_bwd_fp8<128, false, false>);
 template <int D> bwd8_kernel_fn bwd8_kernel(const attn_bwd_args &a)
 {
-    return a.p_dynamic ? bwd90::attn_bwd_fp8<D, true> : bwd90::attn_bwd_fp8<D, false>;
+    using namespace bwd90;
+    if (a.leak_free)
+        return a.p_dynamic ? attn_bwd_fp8<D, true, true> : attn_bwd_fp8<D, false, true>;
+    return a.p_dynamic ? attn_bwd_fp8<D, true, false> : attn_bwd_fp8<D, false, false>;
 }
 
-// Where it serves: sm90-fp8 on Hopper, D = 64 or 128, no mask or the plain causal
-// mask (the leak-free mask's diagonal blocks take bf16 steps, which the
-// kernel does not make yet: the composition serves it), the default tiles,
-// and fused_bf16_serves' bounds.
+// Where it serves: sm90-fp8 on Hopper, D = 64 or 128, every mask, the
+// default tiles, and fused_bf16_serves' bounds.
 bool fused_fp8_serves(const attn_bwd_args &a)
 {
     const int64_t d = a.q.n2, hq = a.q.n1, hkv = a.k.n1;
     const char *env = getenv("MXFA_BWD_COMPOSED");
-    if (a.bf16_model || a.sm100 || (d != 64 && d != 128) || a.leak_free || a.block_m != 128 || a.block_n != 128 ||
+    if (a.bf16_model || a.sm100 || (d != 64 && d != 128) || a.block_m != 128 || a.block_n != 128 ||
         (env && env[0] == '1'))
         return false;
     int64_t q_rows, k_rows;
@@ -521,15 +522,16 @@ template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stre
     const bool direct = group == 1;
     // scratch: dQ's accumulator, the semaphores, lse2 and delta (the zeroed
     // part); then the codes of Q, dO (rows and transposed), K (rows and
-    // transposed) and V, their scales, the sequences, and under GQA each
-    // query head's dK and dV
+    // transposed) and V, their scales, the sequences, under GQA each query
+    // head's dK and dV, and under the leak-free mask K rounded to bf16
     auto piece = [](size_t bytes) { return (bytes + 1023) / 1024 * 1024; };
     const size_t q8 = (size_t)(hq * q_rows * D), k8 = (size_t)(hkv * k_rows * D);
     const size_t qsq = (size_t)(hq * (q_rows / 32) * SW) * 4, ksq = (size_t)(hkv * (k_rows / 32) * SW) * 4;
     const size_t partial = direct ? 0 : (size_t)(hq * k_rows * D) * 4;
     const size_t sizes[] = {q8 * 4, (size_t)(hq * (q_rows / BMQ)) * 4, (size_t)(hq * q_rows) * 4,
                             (size_t)(hq * q_rows) * 4, q8, q8, q8, q8, k8, k8, k8, qsq, qsq, ksq,
-                            (size_t)(hkv * k_rows * SW) * 4, sizeof(seq) * (size_t)batch, partial, partial};
+                            (size_t)(hkv * k_rows * SW) * 4, sizeof(seq) * (size_t)batch, partial, partial,
+                            a.leak_free ? k8 * 2 : 0};
     constexpr int N = sizeof sizes / sizeof sizes[0];
     size_t at[N], total = 0;
     for (int i = 0; i < N; i++)
@@ -551,6 +553,7 @@ template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stre
     seq *dseqs = reinterpret_cast<seq *>(base + at[15]);
     float *dk = direct ? nullptr : reinterpret_cast<float *>(base + at[16]);
     float *dv = direct ? nullptr : reinterpret_cast<float *>(base + at[17]);
+    uint16_t *kraw = reinterpret_cast<uint16_t *>(base + at[18]);
     e = cudaMemsetAsync(base, 0, at[4], stream);
     if (e == cudaSuccess) {
         fill_u32<<<blocks_for(hq * q_rows, 256), 256, 0, stream>>>(reinterpret_cast<uint32_t *>(lse2), hq * q_rows,
@@ -569,12 +572,15 @@ template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stre
                                                                            kt, ks, k_rows);
         bwd_pack_fp8<D, false><<<dim3(kb, (unsigned)hkv), 128, 0, stream>>>(a.v, a.preset, dseqs, batch, true, 0, vc,
                                                                             nullptr, vs, k_rows);
+        if (a.leak_free)
+            bwd_pack_bf16<D><<<dim3(blocks_for(k_rows * D / 8, 256), (unsigned)hkv), 256, 0, stream>>>(
+                a.k, dseqs, batch, kraw, k_rows);
         if (tq > 0)
             bwd_prep_rows<D><<<blocks_for(tq * hq, 128), 128, 0, stream>>>(
                 a.lse, a.ls0, a.ls1, a.dout, a.o, dseqs, batch, tq, a.log2e, lse2, delta, q_rows);
         e = cudaGetLastError();
     }
-    CUtensorMap m[14];
+    CUtensorMap m[15];
     memset(m, 0, sizeof m);
     const CUtensorMapDataType u8 = CU_TENSOR_MAP_DATA_TYPE_UINT8, f32 = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
     const CUtensorMapSwizzle sw = CU_TENSOR_MAP_SWIZZLE_128B, none = CU_TENSOR_MAP_SWIZZLE_NONE;
@@ -599,7 +605,9 @@ template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stre
          (e = tensor_map(&m[10], f32, qs, SW, qr / 32, SW * 4, SW, 1, none)) != cudaSuccess ||
          (e = tensor_map(&m[11], f32, os, SW, qr / 32, SW * 4, SW, 1, none)) != cudaSuccess ||
          (e = tensor_map(&m[12], f32, ks, SW, kr / 32, SW * 4, SW, KEYS / 32, none)) != cudaSuccess ||
-         (e = tensor_map(&m[13], f32, vs, SW, kr, SW * 4, SW, KEYS, none)) != cudaSuccess))
+         (e = tensor_map(&m[13], f32, vs, SW, kr, SW * 4, SW, KEYS, none)) != cudaSuccess ||
+         (e = tensor_map(&m[14], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, a.leak_free ? (const void *)kraw : (const void *)kc, D,
+                         kr, D * 2, 64, KEYS, sw)) != cudaSuccess))
         ; // e says which
     bwd8_params p8;
     bwd_params &p = p8.b;
@@ -612,7 +620,7 @@ template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stre
     // the grid as fused_bf16's: every CTA resident, launched cooperatively
     int dev = 0, sms = 0, per_sm = 0;
     const bwd8_kernel_fn kernel = bwd8_kernel<D>(a);
-    const size_t smem = BWD8_SMEM_BYTES<D>;
+    const size_t smem = a.leak_free ? BWD8_SMEM_BYTES<D, true> : BWD8_SMEM_BYTES<D, false>;
     if (e == cudaSuccess && (e = cudaGetDevice(&dev)) == cudaSuccess &&
         (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) == cudaSuccess &&
         (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) == cudaSuccess &&
@@ -632,7 +640,7 @@ template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stre
             coop.id = cudaLaunchAttributeCooperative, coop.val.cooperative = 1;
             cfg.attrs = &coop, cfg.numAttrs = 1;
             while ((e = cudaLaunchKernelEx(&cfg, kernel, m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8], m[9],
-                                           m[10], m[11], m[12], m[13], p8)) == cudaErrorCooperativeLaunchTooLarge &&
+                                           m[10], m[11], m[12], m[13], m[14], p8)) == cudaErrorCooperativeLaunchTooLarge &&
                    cfg.gridDim.x > 1) {
                 cudaGetLastError();
                 cfg.gridDim.x /= 2;

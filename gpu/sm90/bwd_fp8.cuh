@@ -80,7 +80,7 @@ template <int D> struct bwd8_config {
 // Shared memory: K, V, Q and dO rows in D-byte swizzle (128 bytes), K^T and
 // dS in 128-byte swizzle (the item's 128 keys a row), Q^T and dO^T in
 // 32-byte swizzle (the step's 32 queries a row).
-template <int D> struct __align__(1024) bwd8_shared {
+template <int D, bool LEAK> struct __align__(1024) bwd8_shared {
     using cf = bwd8_config<D>;
     static constexpr int KEYS = cf::KEYS, BQ = cf::BQ, STAGES = cf::STAGES, DB = cf::DB, SW = cf::SW;
     uint8_t k[KEYS * D];            // A of S^T
@@ -101,13 +101,22 @@ template <int D> struct __align__(1024) bwd8_shared {
     alignas(128) float ks[KEYS / 32][SW]; // the item's K scales [key block][block of D]
     alignas(128) float vs[KEYS][SW];      // V's [key][block of D]
     float dss[2][KEYS / 32];             // dS's scales of the step's key blocks, by parity
+    // the leak-free mask's (one element without it), in 64-column panels:
+    // K rounded to bf16 (A of S^T and, MN-major, of dQ^T on the diagonal
+    // blocks), the step's Q and dO widened to bf16 (B of S^T, MN-major of dK
+    // and dV), dS in bf16 [parity][64 keys][query][64 keys] (B of dQ^T)
+    static constexpr int LP = LEAK ? D / 64 : 1, LR = LEAK ? 64 : 1;
+    alignas(1024) uint16_t kr[LP][KEYS * LR];
+    alignas(1024) uint16_t qw[LP][BQ * LR];
+    alignas(1024) uint16_t ow[LP][BQ * LR];
+    alignas(1024) uint16_t dsb[2][LEAK ? 2 : 1][BQ * LR];
     uint32_t xtop[2][2][4][2];           // square_rules' exchange (bwd_shared's)
     uint32_t xamax[2][2][4][2];
     uint32_t xflags[2][2][4][2];
     uint64_t kv_full, kv_empty, full[STAGES], empty[STAGES], dq_full, dq_done;
 };
-template <int D> constexpr size_t BWD8_SMEM_BYTES = sizeof(bwd8_shared<D>) + 1024;
-static_assert(BWD8_SMEM_BYTES<128> <= 227 * 1024 && BWD8_SMEM_BYTES<64> <= 227 * 1024,
+template <int D, bool LEAK> constexpr size_t BWD8_SMEM_BYTES = sizeof(bwd8_shared<D, LEAK>) + 1024;
+static_assert(BWD8_SMEM_BYTES<128, true> <= 227 * 1024 && BWD8_SMEM_BYTES<64, true> <= 227 * 1024,
               "shared memory of an H100 or H200 CTA");
 
 struct bwd8_params {
@@ -168,9 +177,33 @@ __device__ __forceinline__ void encode_frag(const fp8_fmt &f8, const block_rule 
     }
 }
 
+// The step's rows of Q or dO (BQ rows of D codes in D-byte swizzle) widened
+// to bf16 under their square blocks' scales (the floats scales[D / 32], as
+// the packing stores them), into 64-column panels in 128-byte swizzle: the
+// leak-free mask's operands, made by the 256 consumer threads, 8 elements a
+// piece.
+template <int D, class PANELS>
+__device__ __forceinline__ void widen_rows(const uint8_t *rows, const float *scales, PANELS &out)
+{
+    constexpr int BQ = 32;
+    for (int pc = (int)threadIdx.x - 128; pc < BQ * D / 8; pc += 256) {
+        const int r = pc / (D / 8), c = (pc % (D / 8)) * 8;
+        const int swz = D == 128 ? (r & 7) : ((r >> 1) & 3);
+        const uint2 codes = *reinterpret_cast<const uint2 *>(rows + r * D + (((c >> 4) ^ swz) << 4) + (c & 15));
+        const uint32_t sc = __float_as_uint(scales[c / 32]) >> 23 & 0xFFu; // the scale's code (0xFF: NaN)
+        uint32_t h[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            h[e] = fwd90::widen_e4m3((e < 4 ? codes.x : codes.y) >> (8 * (e % 4)) & 0xFFu, sc);
+        const int cc = c % 64;
+        uint8_t *dst = reinterpret_cast<uint8_t *>(out[c / 64]) + r * 128 + ((((cc * 2) >> 4) ^ (r & 7)) << 4);
+        *reinterpret_cast<uint4 *>(dst) = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+    }
+}
+
 #endif // MXFA_SM90_CODE
 
-template <int D, bool P_DYNAMIC>
+template <int D, bool P_DYNAMIC, bool LEAK_FREE>
 __global__ void __launch_bounds__(THREADS, 1)
     attn_bwd_fp8(const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
                  const __grid_constant__ CUtensorMap map_kt, const __grid_constant__ CUtensorMap map_q,
@@ -179,7 +212,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                  const __grid_constant__ CUtensorMap map_delta, const __grid_constant__ CUtensorMap map_dq,
                  const __grid_constant__ CUtensorMap map_qs, const __grid_constant__ CUtensorMap map_os,
                  const __grid_constant__ CUtensorMap map_ks, const __grid_constant__ CUtensorMap map_vs,
-                 const bwd8_params p8)
+                 const __grid_constant__ CUtensorMap map_kr, const bwd8_params p8)
 {
 #ifdef MXFA_SM90_CODE
     using cf = bwd8_config<D>;
@@ -187,7 +220,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     constexpr int NP = cf::NP, PIECES = cf::PIECES, DQN = cf::DQN;
     const bwd_params &p = p8.b;
     extern __shared__ uint8_t raw[];
-    bwd8_shared<D> &sh = aligned_shared<bwd8_shared<D>>(raw);
+    bwd8_shared<D, LEAK_FREE> &sh = aligned_shared<bwd8_shared<D, LEAK_FREE>>(raw);
     if (threadIdx.x == 0) {
         bar_init(&sh.kv_full, 1);
         bar_init(&sh.kv_empty, 256);
@@ -244,7 +277,11 @@ __global__ void __launch_bounds__(THREADS, 1)
             if (n > 0)
                 bar_wait_idle(&sh.kv_empty, (n - 1) & 1);
             const int key = (int)(it.sq.k_off + it.c0), krow = (int)(it.kvh * p.k_rows) + key;
-            bar_expect(&sh.kv_full, sizeof sh.k + sizeof sh.v + sizeof sh.kt + sizeof sh.ks + sizeof sh.vs);
+            bar_expect(&sh.kv_full, sizeof sh.k + sizeof sh.v + sizeof sh.kt + sizeof sh.ks + sizeof sh.vs +
+                                        (LEAK_FREE ? sizeof sh.kr : 0));
+            if constexpr (LEAK_FREE)
+                for (int pn = 0; pn < D / 64; pn++)
+                    tma_load(sh.kr[pn], &map_kr, 64 * pn, krow, &sh.kv_full);
             tma_load(sh.k, &map_k, 0, krow, &sh.kv_full);
             tma_load(sh.v, &map_v, 0, krow, &sh.kv_full);
             tma_load(sh.kt, &map_kt, key, it.kvh * D, &sh.kv_full);
@@ -309,12 +346,32 @@ __global__ void __launch_bounds__(THREADS, 1)
                                               16 * ((c / 4) ^ (q % 8)) + 4 * (c % 4));
         };
         for (int qi = it.i0; qi < it.i0 + it.nq; qi++) {
+            // the leak-free mask's diagonal blocks of this query tile (bit b:
+            // keys c0 + 32b ..): their products take bf16 operands
+            unsigned diag = 0;
+            if constexpr (LEAK_FREE) {
+                const fwd90::q_tile qt = fwd90::make_q_tile(qi * BMQ, lq, lk, true);
+#pragma unroll
+                for (int b = 0; b < KEYS / 32; b++)
+                    diag |= (unsigned)qt.diagonal(it.c0 + 32 * b) << b;
+            }
+            const bool wdiag = (diag >> kb & 1u) != 0, wgdiag = (diag >> (2 * wi) & 3u) != 0;
             for (int sub = 0; sub < SUBS; sub++) {
                 const int r0 = qi * BMQ + sub * BQ;
                 if (r0 >= lq)
                     break;
                 const int s = j % STAGES;
                 bar_wait(&sh.full[s], (j / STAGES) & 1);
+                if (LEAK_FREE && diag) {
+                    // Q and dO widened to bf16 (from their codes, under their
+                    // square blocks' scales) for the diagonal blocks' products,
+                    // once both warpgroups are past the previous step's
+                    named_sync(BAR_CONSUMERS, 256);
+                    widen_rows<D>(sh.q[s], sh.qs[s], sh.qw);
+                    widen_rows<D>(sh.o[s], sh.os[s], sh.ow);
+                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                    named_sync(BAR_CONSUMERS, 256);
+                }
                 const uint64_t qd = opaque(desc_rows(sh.q[s])), od = opaque(desc_rows(sh.o[s])),
                                qtd = opaque(desc_sw32(sh.qt[s])), otd = opaque(desc_sw32(sh.ot[s])),
                                dsd = opaque(desc_sw128(&sh.ds[j & 1][q0 * KEYS]));
@@ -322,6 +379,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 float sc[16], dp[16], dq[DQN / 2];
                 uint32_t pa[1][4], da[1][4];
                 float sp = 0.0f, sds = 0.0f; // P's and dS's scales of this thread's block
+                uint32_t pbf[2][4], dbf[2][4]; // the leak-free mask: P's and dS's bf16 fragments (diagonal blocks)
 #pragma unroll
                 for (int i = 0; i < 16; i++)
                     sc[i] = 0.0f, dp[i] = 0.0f;
@@ -358,15 +416,85 @@ __global__ void __launch_bounds__(THREADS, 1)
                     } else if (k < 2 * NP) {
                         promote<16>(dp, 0, d, sh.vs[kw0 + 16 * w + g][k - NP], sh.vs[kw0 + 16 * w + g + 8][k - NP],
                                     sh.os[s][k - NP]);
-                    } else if (k < 3 * NP) {
-                        promote<16>(dv, 16 * (k - 2 * NP), d, sp, sp, sh.os[s][k - 2 * NP]);
                     } else if (k < 4 * NP) {
-                        promote<16>(dk, 16 * (k - 3 * NP), d, sds, sds, sh.qs[s][k - 3 * NP]);
+                        // dV (dK): the fp8 piece promoted; where the warpgroup
+                        // has a diagonal block, the same columns' two bf16
+                        // steps on a copy, which that block's rows take
+                        const bool kv = k < 3 * NP;
+                        const int c = kv ? k - 2 * NP : k - 3 * NP;
+                        float(&acc)[D / 2] = kv ? dv : dk;
+                        float alt[16];
+                        if (LEAK_FREE && wgdiag) {
+#pragma unroll
+                            for (int i = 0; i < 16; i++)
+                                alt[i] = acc[16 * c + i];
+                            wgmma_wait<0>();
+                            const uint64_t bmn = desc_sw128_mn(kv ? &sh.ow[c / 2][32 * (c % 2)] : &sh.qw[c / 2][32 * (c % 2)],
+                                                               BQ * 128);
+                            wgmma_fence();
+#pragma unroll
+                            for (int kk = 0; kk < 2; kk++)
+                                wgmma_bf16<32>::rs_mn(alt, kv ? pbf[kk] : dbf[kk], bmn + kk * (16 * 128 / 16));
+                            wgmma_commit();
+                            wgmma_wait<0>();
+                            fence_regs(alt);
+                        }
+                        promote<16>(acc, 16 * c, d, kv ? sp : sds, kv ? sp : sds, kv ? sh.os[s][c] : sh.qs[s][c]);
+                        if (LEAK_FREE && wdiag)
+#pragma unroll
+                            for (int i = 0; i < 16; i++)
+                                acc[16 * c + i] = alt[i];
                     } else {
-                        const float a = sh.dss[j & 1][k - 4 * NP];
-                        promote<DQN / 2>(dq, 0, d, a, a, sh.ks[k - 4 * NP][db_row]);
+                        const int b = k - 4 * NP; // the key block
+                        if (LEAK_FREE && (diag >> b & 1u)) {
+                            // a diagonal block: two bf16 steps on dQ^T (A: K in
+                            // bf16, MN-major; B: dS in bf16), in place of the piece
+                            wgmma_wait<0>();
+                            const uint64_t kmn = desc_sw128_mn(&sh.kr[d0 / 64][0], KEYS * 128);
+                            wgmma_fence();
+#pragma unroll
+                            for (int e = 0; e < 2; e++) {
+                                const int kk = 2 * b + e; // 16 keys
+                                const uint64_t bd = desc_sw128(&sh.dsb[j & 1][kk / 4][q0 * 64]) + (kk % 4) * 2;
+                                if constexpr (DQN == 32)
+                                    wgmma_bf16<32>::ss_tn(dq, kmn + kk * (16 * 128 / 16), bd);
+                                else
+                                    wgmma_bf16<16>::ss_tn(dq, kmn + kk * (16 * 128 / 16), bd);
+                            }
+                            wgmma_commit();
+                            wgmma_wait<0>();
+                            fence_regs(dq);
+                        } else {
+                            const float a = sh.dss[j & 1][b];
+                            promote<DQN / 2>(dq, 0, d, a, a, sh.ks[b][db_row]);
+                        }
                     }
                     if (k == NP - 1) {
+                        if (LEAK_FREE && wgdiag) {
+                            // S^T on the diagonal blocks: a bf16 chain along D
+                            // from zero (A: K in bf16, B: Q widened), which
+                            // their rows take
+                            float alt[16];
+                            wgmma_wait<0>();
+                            const uint64_t krd = desc_sw128(&sh.kr[0][kw0 * 64]), qwd = desc_sw128(sh.qw[0]);
+                            wgmma_fence();
+#pragma unroll
+                            for (int kk = 0; kk < D / 16; kk++) {
+                                const uint64_t da = krd + (kk / 4) * (KEYS * 128 / 16) + (kk % 4) * 2;
+                                const uint64_t db = qwd + (kk / 4) * (BQ * 128 / 16) + (kk % 4) * 2;
+                                if (kk == 0)
+                                    wgmma_bf16<32>::ss_zero(alt, da, db);
+                                else
+                                    wgmma_bf16<32>::ss(alt, da, db);
+                            }
+                            wgmma_commit();
+                            wgmma_wait<0>();
+                            fence_regs(alt);
+                            if (wdiag)
+#pragma unroll
+                                for (int i = 0; i < 16; i++)
+                                    sc[i] = alt[i];
+                        }
                         // P in fp32 (kept for dS), as bwd_bf16.cuh's
                         const int kw = it.c0 + kw0;
                         bool unseen = false;
@@ -396,8 +524,18 @@ __global__ void __launch_bounds__(THREADS, 1)
                                 sc[i] = masked ? 0.0f : mx_exp2(__fmaf_rn(sc[i], p.c, -l2));
                             }
                         }
-                        // P's codes: dV's A fragment
-                        if constexpr (P_DYNAMIC) {
+                        // P's codes: dV's A fragment (the leak-free mask's
+                        // diagonal blocks: P rounded to bf16, both warps of
+                        // the pair)
+                        if (LEAK_FREE && wdiag) {
+#pragma unroll
+                            for (int i = 0; i < 16; i += 2)
+                                pbf[i / 8][(i % 8) / 2] = bf16x2(sc[i], sc[i + 1]);
+#pragma unroll
+                            for (int m = 0; m < 4; m++)
+                                pa[0][m] = 0u; // (the fp8 piece's rows of this block are not taken)
+                            sp = 1.0f;
+                        } else if constexpr (P_DYNAMIC) {
                             block_rule rule[1];
                             bool plain[1];
                             square_rules(sh, 0, wi, w, f8, 0, sc, rule, plain);
@@ -430,13 +568,33 @@ __global__ void __launch_bounds__(THREADS, 1)
                                                 ? 0.0f
                                                 : __fmul_rn(sc[i + e], __fsub_rn(dp[i + e], e % 2 ? dl.y : dl.x));
                         }
+                        if (LEAK_FREE && wdiag) {
+                            // the leak-free mask's diagonal block: dS rounded
+                            // to bf16, dK's A fragments and, transposed (as
+                            // bwd_bf16.cuh's), dQ^T's B
+#pragma unroll
+                            for (int i = 0; i < 16; i += 2)
+                                dbf[i / 8][(i % 8) / 2] = bf16x2(dp[i], dp[i + 1]);
+                            const int m = lane / 8, r = lane % 8;
+                            const uint32_t dsa = smem_addr(sh.dsb[j & 1][wi]) + (uint32_t)(8 * (m / 2) + r) * 128 +
+                                                 ((uint32_t)((2 * w + m % 2) ^ r) << 4);
+#pragma unroll
+                            for (int kk = 0; kk < 2; kk++)
+                                stmatrix_x4_trans(dsa + kk * (16 * 128), dbf[kk]);
+#pragma unroll
+                            for (int m = 0; m < 4; m++)
+                                da[0][m] = 0u;
+                            sds = 1.0f;
+                        }
                         block_rule rule[1];
                         bool plain[1];
-                        square_rules(sh, 1, wi, w, f8, p.preset, dp, rule, plain);
-                        encode_frag(f8, rule[0], plain[0], dp, da[0]);
-                        sds = scale_float(rule[0].scale);
-                        if (lane == 0 && w % 2 == 0)
-                            sh.dss[j & 1][kb] = sds;
+                        if (!(LEAK_FREE && wdiag)) {
+                            square_rules(sh, 1, wi, w, f8, p.preset, dp, rule, plain);
+                            encode_frag(f8, rule[0], plain[0], dp, da[0]);
+                            sds = scale_float(rule[0].scale);
+                            if (lane == 0 && w % 2 == 0)
+                                sh.dss[j & 1][kb] = sds;
+                        }
                         // dS^T's 8 x 8 matrices of 16-bit pairs (keys g and
                         // g + 8 of the warp's 16; queries 8m .. 8m + 7), each
                         // stored transposed: lane l gives the row of query

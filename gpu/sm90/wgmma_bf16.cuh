@@ -60,8 +60,34 @@ template <> struct wgmma_bf16<32> {
     static __device__ __forceinline__ void ss_mn(float (&d)[16], uint64_t da, uint64_t db) { ss_t<0, 1>(d, da, db); }
     // A MN-major (the backward's dQ^T at D = 256, A = K's rows)
     static __device__ __forceinline__ void ss_tn(float (&d)[16], uint64_t da, uint64_t db) { ss_t<1, 0>(d, da, db); }
+    // d += A * B^T with A from registers, B MN-major (the sm90-fp8
+    // backward's dV and dK on the leak-free mask's diagonal blocks)
+    static __device__ __forceinline__ void rs_mn(float (&d)[16], const uint32_t (&a)[4], uint64_t db)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 " MXFA_WGMMA_D16 ", {%16, %17, %18, %19}, %20, p, 1, 1, 1;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                     "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1)
+                     : "memory");
+    }
 };
 #undef MXFA_WGMMA_D16
+
+// N = 16 (8 registers a thread): d += A * B^T, A MN-major, B K-major (the
+// sm90-fp8 backward's dQ^T at D = 64 on the leak-free mask's diagonal
+// blocks)
+template <> struct wgmma_bf16<16> {
+    static __device__ __forceinline__ void ss_tn(float (&d)[8], uint64_t da, uint64_t db)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, "
+                     "1, 1, 0;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+                     : "l"(da), "l"(db), "n"(1)
+                     : "memory");
+    }
+};
 
 #define MXFA_WGMMA_D32 "{" \
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
