@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The attention backward on Hopper: the fused sm90-bf16 kernel
-// (bwd_bf16.cuh) where it serves, with its packing before it and its
-// stores after; the composition of GEMM calls (gpu/common/
-// attn_bwd_composed.cu) everywhere else: under sm90-fp8 and with tiles
-// other than 128 x 128, which the fused kernel does not take yet.
+// The attention backward on Hopper: the fused kernels, sm90-bf16's
+// (bwd_bf16.cuh) and sm90-fp8's (bwd_fp8.cuh), where they serve, with their
+// packing before them and their stores after; the composition of GEMM calls
+// (gpu/common/attn_bwd_composed.cu) everywhere else: with tiles other than
+// 128 x 128, and under sm90-fp8 at D = 256, which the fused kernels do not
+// take.
 #include <cstdlib>
 
 #include "hopper.cuh"

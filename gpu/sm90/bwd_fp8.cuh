@@ -425,10 +425,10 @@ __global__ void __launch_bounds__(THREADS, 1)
                         float(&acc)[D / 2] = kv ? dv : dk;
                         float alt[16];
                         if (LEAK_FREE && wgdiag) {
+                            wgmma_wait<0>(); // (nothing in flight while alt is written)
 #pragma unroll
                             for (int i = 0; i < 16; i++)
                                 alt[i] = acc[16 * c + i];
-                            wgmma_wait<0>();
                             const uint64_t bmn = desc_sw128_mn(kv ? &sh.ow[c / 2][32 * (c % 2)] : &sh.qw[c / 2][32 * (c % 2)],
                                                                BQ * 128);
                             wgmma_fence();
@@ -464,7 +464,10 @@ __global__ void __launch_bounds__(THREADS, 1)
                             wgmma_commit();
                             wgmma_wait<0>();
                             fence_regs(dq);
-                        } else {
+                        } else if (it.c0 + 32 * b < lk) {
+                            // (a block past the sequence's last key is no step
+                            // of the reference's chain: its +0 partial would
+                            // turn a -0 dQ into +0)
                             const float a = sh.dss[j & 1][b];
                             promote<DQN / 2>(dq, 0, d, a, a, sh.ks[b][db_row]);
                         }
