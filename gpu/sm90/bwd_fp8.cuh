@@ -449,7 +449,14 @@ __global__ void __launch_bounds__(THREADS, 1)
                         if (LEAK_FREE && (diag >> b & 1u)) {
                             // a diagonal block: two bf16 steps on dQ^T (A: K in
                             // bf16, MN-major; B: dS in bf16), in place of the piece
+                            // (on a copy made while nothing runs: dQ itself is
+                            // written by the promotions while pieces run, and
+                            // an accumulator of a wgmma must not be)
                             wgmma_wait<0>();
+                            float alt[DQN / 2];
+#pragma unroll
+                            for (int i = 0; i < DQN / 2; i++)
+                                alt[i] = dq[i];
                             const uint64_t kmn = desc_sw128_mn(&sh.kr[d0 / 64][0], KEYS * 128);
                             wgmma_fence();
 #pragma unroll
@@ -457,13 +464,16 @@ __global__ void __launch_bounds__(THREADS, 1)
                                 const int kk = 2 * b + e; // 16 keys
                                 const uint64_t bd = desc_sw128(&sh.dsb[j & 1][kk / 4][q0 * 64]) + (kk % 4) * 2;
                                 if constexpr (DQN == 32)
-                                    wgmma_bf16<32>::ss_tn(dq, kmn + kk * (16 * 128 / 16), bd);
+                                    wgmma_bf16<32>::ss_tn(alt, kmn + kk * (16 * 128 / 16), bd);
                                 else
-                                    wgmma_bf16<16>::ss_tn(dq, kmn + kk * (16 * 128 / 16), bd);
+                                    wgmma_bf16<16>::ss_tn(alt, kmn + kk * (16 * 128 / 16), bd);
                             }
                             wgmma_commit();
                             wgmma_wait<0>();
-                            fence_regs(dq);
+                            fence_regs(alt);
+#pragma unroll
+                            for (int i = 0; i < DQN / 2; i++)
+                                dq[i] = alt[i];
                         } else if (it.c0 + 32 * b < lk) {
                             // (a block past the sequence's last key is no step
                             // of the reference's chain: its +0 partial would
