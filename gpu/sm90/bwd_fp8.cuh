@@ -451,12 +451,14 @@ __global__ void __launch_bounds__(THREADS, 1)
                             // bf16, MN-major; B: dS in bf16), in place of the piece
                             // (on a copy made while nothing runs: dQ itself is
                             // written by the promotions while pieces run, and
-                            // an accumulator of a wgmma must not be)
+                            // an accumulator of a wgmma must not be, or ptxas
+                            // serializes every wgmma; the copies in asm, which
+                            // ptxas does not fold back into dQ)
                             wgmma_wait<0>();
                             float alt[DQN / 2];
 #pragma unroll
                             for (int i = 0; i < DQN / 2; i++)
-                                alt[i] = dq[i];
+                                asm volatile("mov.b32 %0, %1;" : "=f"(alt[i]) : "f"(dq[i]));
                             const uint64_t kmn = desc_sw128_mn(&sh.kr[d0 / 64][0], KEYS * 128);
                             wgmma_fence();
 #pragma unroll
@@ -473,7 +475,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                             fence_regs(alt);
 #pragma unroll
                             for (int i = 0; i < DQN / 2; i++)
-                                dq[i] = alt[i];
+                                asm volatile("mov.b32 %0, %1;" : "=f"(dq[i]) : "f"(alt[i]));
                         } else if (it.c0 + 32 * b < lk) {
                             // (a block past the sequence's last key is no step
                             // of the reference's chain: its +0 partial would
