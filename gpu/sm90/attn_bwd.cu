@@ -556,6 +556,8 @@ template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stre
     float *dv = direct ? nullptr : reinterpret_cast<float *>(base + at[17]);
     uint16_t *kraw = reinterpret_cast<uint16_t *>(base + at[18]);
     e = cudaMemsetAsync(base, 0, at[4], stream);
+    if (e == cudaSuccess && SW > DB) // (the rows' padding, which no thread reads, defined all the same)
+        e = cudaMemsetAsync(base + at[11], 0, at[15] - at[11], stream);
     if (e == cudaSuccess) {
         fill_u32<<<blocks_for(hq * q_rows, 256), 256, 0, stream>>>(reinterpret_cast<uint32_t *>(lse2), hq * q_rows,
                                                                    LSE2_UNSEEN);
