@@ -131,22 +131,37 @@ struct bwd8_params {
 
 __device__ __forceinline__ bool fma_exact_scale(float s) { return s != 0.0f && fabsf(s) != __uint_as_float(kF32Inf); }
 
-// acc[off + i] = fma(part[i], 2^(sa + sb), acc[off + i]) over a piece's M
-// elements (16, or 8 of an n16 piece), sa's float a0 on the upper row half ((i / 2) % 2 = 0), a1 on the
-// lower, sb's b: one fma an element where the warp's two scale products are
-// floats (neither 0 nor Inf), else the exact promotion element by element.
-template <int M, int N>
-__device__ __forceinline__ void promote(float (&acc)[N], int off, const float (&part)[16], float a0, float a1, float b)
+// A piece's scales: sa's float a0 on the upper row half of the fragment
+// ((i / 2) % 2 = 0), a1 on the lower, sb's b; their products, and whether
+// the warp's are all floats (neither 0 nor Inf), which makes the promotion
+// one fma an element. Made before the piece's wait, so that their loads
+// and the vote overlap the product.
+struct piece_scales {
+    float a0, a1, b, s0, s1;
+    bool fast;
+};
+__device__ __forceinline__ piece_scales scales_of(float a0, float a1, float b)
 {
-    const float s0 = __fmul_rn(a0, b), s1 = __fmul_rn(a1, b);
-    if (__all_sync(0xFFFFFFFFu, fma_exact_scale(s0) && fma_exact_scale(s1))) {
+    piece_scales ps;
+    ps.a0 = a0, ps.a1 = a1, ps.b = b, ps.s0 = __fmul_rn(a0, b), ps.s1 = __fmul_rn(a1, b);
+    ps.fast = __all_sync(0xFFFFFFFFu, fma_exact_scale(ps.s0) && fma_exact_scale(ps.s1));
+    return ps;
+}
+
+// acc[off + i] = fma(part[i], 2^(sa + sb), acc[off + i]) over a piece's M
+// elements (16, or 8 of an n16 piece): the fma, or where the warp's scale
+// products are not all floats the exact promotion element by element.
+template <int M, int N>
+__device__ __forceinline__ void promote(float (&acc)[N], int off, const float (&part)[16], const piece_scales &ps)
+{
+    if (ps.fast) {
 #pragma unroll
         for (int i = 0; i < M; i++)
-            acc[off + i] = __fmaf_rn(part[i], (i / 2) % 2 ? s1 : s0, acc[off + i]);
+            acc[off + i] = __fmaf_rn(part[i], (i / 2) % 2 ? ps.s1 : ps.s0, acc[off + i]);
     } else {
 #pragma unroll
         for (int i = 0; i < M; i++)
-            acc[off + i] = promote_exact(part[i], (i / 2) % 2 ? a1 : a0, b, acc[off + i]);
+            acc[off + i] = promote_exact(part[i], (i / 2) % 2 ? ps.a1 : ps.a0, ps.b, acc[off + i]);
     }
 }
 
@@ -407,15 +422,27 @@ __global__ void __launch_bounds__(THREADS, 1)
                     issue(k);
 #pragma unroll
                 for (int k = 0; k < PIECES; k++) {
+                    // the piece's scales (P's, dS's and dS's shared ones made
+                    // by the hooks of earlier pieces)
+                    piece_scales ps;
+                    if (k < NP)
+                        ps = scales_of(sh.ks[kb][k], sh.ks[kb][k], sh.qs[s][k]);
+                    else if (k < 2 * NP)
+                        ps = scales_of(sh.vs[kw0 + 16 * w + g][k - NP], sh.vs[kw0 + 16 * w + g + 8][k - NP],
+                                       sh.os[s][k - NP]);
+                    else if (k < 3 * NP)
+                        ps = scales_of(sp, sp, sh.os[s][k - 2 * NP]);
+                    else if (k < 4 * NP)
+                        ps = scales_of(sds, sds, sh.qs[s][k - 3 * NP]);
+                    else
+                        ps = scales_of(sh.dss[j & 1][k - 4 * NP], sh.dss[j & 1][k - 4 * NP], sh.ks[k - 4 * NP][db_row]);
                     wgmma_wait_n(k + RING - 1 < PIECES ? RING - 1 : PIECES - 1 - k);
                     float(&d)[16] = part[k % RING];
                     fence_regs(d);
                     if (k < NP) {
-                        const float a = sh.ks[kb][k];
-                        promote<16>(sc, 0, d, a, a, sh.qs[s][k]);
+                        promote<16>(sc, 0, d, ps);
                     } else if (k < 2 * NP) {
-                        promote<16>(dp, 0, d, sh.vs[kw0 + 16 * w + g][k - NP], sh.vs[kw0 + 16 * w + g + 8][k - NP],
-                                    sh.os[s][k - NP]);
+                        promote<16>(dp, 0, d, ps);
                     } else if (k < 4 * NP) {
                         // dV (dK): the fp8 piece promoted; where the warpgroup
                         // has a diagonal block, the same columns' two bf16
@@ -439,7 +466,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                             wgmma_wait<0>();
                             fence_regs(alt);
                         }
-                        promote<16>(acc, 16 * c, d, kv ? sp : sds, kv ? sp : sds, kv ? sh.os[s][c] : sh.qs[s][c]);
+                        promote<16>(acc, 16 * c, d, ps);
                         if (LEAK_FREE && wdiag)
 #pragma unroll
                             for (int i = 0; i < 16; i++)
@@ -480,8 +507,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                             // (a block past the sequence's last key is no step
                             // of the reference's chain: its +0 partial would
                             // turn a -0 dQ into +0)
-                            const float a = sh.dss[j & 1][b];
-                            promote<DQN / 2>(dq, 0, d, a, a, sh.ks[b][db_row]);
+                            promote<DQN / 2>(dq, 0, d, ps);
                         }
                     }
                     if (k == NP - 1) {
