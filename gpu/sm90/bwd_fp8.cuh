@@ -148,6 +148,18 @@ __device__ __forceinline__ piece_scales scales_of(float a0, float a1, float b)
     return ps;
 }
 
+// The exact promotion of a piece's m elements (x[0]: the partial, x[1]: the
+// accumulator, updated), where a scale product is 0 or Inf (scales near
+// E8M0's ends): rare, so out of line, through local memory; inlined at
+// every piece it made the kernel's code 40% larger, and the instruction
+// fetches of the common path slower.
+__device__ __noinline__ void promote_slow(float (*x)[16], int m, float a0, float a1, float b)
+{
+#pragma unroll 1
+    for (int i = 0; i < m; i++)
+        x[1][i] = promote_exact(x[0][i], (i / 2) % 2 ? a1 : a0, b, x[1][i]);
+}
+
 // acc[off + i] = fma(part[i], 2^(sa + sb), acc[off + i]) over a piece's M
 // elements (16, or 8 of an n16 piece): the fma, or where the warp's scale
 // products are not all floats the exact promotion element by element.
@@ -159,9 +171,14 @@ __device__ __forceinline__ void promote(float (&acc)[N], int off, const float (&
         for (int i = 0; i < M; i++)
             acc[off + i] = __fmaf_rn(part[i], (i / 2) % 2 ? ps.s1 : ps.s0, acc[off + i]);
     } else {
+        float x[2][16];
 #pragma unroll
         for (int i = 0; i < M; i++)
-            acc[off + i] = promote_exact(part[i], (i / 2) % 2 ? ps.a1 : ps.a0, ps.b, acc[off + i]);
+            x[0][i] = part[i], x[1][i] = acc[off + i];
+        promote_slow(x, M, ps.a0, ps.a1, ps.b);
+#pragma unroll
+        for (int i = 0; i < M; i++)
+            acc[off + i] = x[1][i];
     }
 }
 
