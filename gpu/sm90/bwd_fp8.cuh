@@ -110,6 +110,11 @@ template <int D, bool LEAK> struct __align__(1024) bwd8_shared {
     alignas(1024) uint16_t qw[LP][BQ * LR];
     alignas(1024) uint16_t ow[LP][BQ * LR];
     alignas(1024) uint16_t dsb[2][LEAK ? 2 : 1][BQ * LR];
+    // and P and dS in bf16 as A of dV's and dK's steps, [warpgroup][16
+    // queries][key][16 queries] in 32-byte swizzle (through shared memory,
+    // not held in registers beside the rest: that spilled)
+    alignas(1024) uint16_t pbs[LEAK ? 2 : 1][2][LEAK ? 64 * 16 : 8];
+    alignas(1024) uint16_t dbs[LEAK ? 2 : 1][2][LEAK ? 64 * 16 : 8];
     uint32_t xtop[2][2][4][2];           // square_rules' exchange (bwd_shared's)
     uint32_t xamax[2][2][4][2];
     uint32_t xflags[2][2][4][2];
@@ -128,6 +133,20 @@ struct bwd8_params {
 };
 
 #ifdef MXFA_SM90_CODE
+
+// a warpgroup's named barrier (bwd_barrier's 2 and 3 are free)
+constexpr uint32_t BAR_WG0 = 2;
+
+// A warp's two 16-query bf16 A fragments (f[kk]: rows 16w + g and + 8,
+// queries 16kk + 2t ..) stored as rows of tile[kk] ([key][16 queries],
+// 32-byte swizzle): the leak-free mask's P and dS.
+__device__ __forceinline__ void store_bf16_frags(uint16_t (*tile)[64 * 16], int w, int lane, const uint32_t (&f)[2][4])
+{
+    const int mm = lane / 8, row = 16 * w + 8 * (mm % 2) + lane % 8;
+#pragma unroll
+    for (int kk = 0; kk < 2; kk++)
+        stmatrix_x4(smem_addr(tile[kk]) + (uint32_t)row * 32 + ((uint32_t)((mm / 2) ^ ((row >> 2) & 1)) << 4), f[kk]);
+}
 
 __device__ __forceinline__ bool fma_exact_scale(float s) { return s != 0.0f && fabsf(s) != __uint_as_float(kF32Inf); }
 
@@ -411,7 +430,6 @@ __global__ void __launch_bounds__(THREADS, 1)
                 float sc[16], dp[16], dq[DQN / 2];
                 uint32_t pa[1][4], da[1][4];
                 float sp = 0.0f, sds = 0.0f; // P's and dS's scales of this thread's block
-                uint32_t pbf[2][4], dbf[2][4]; // the leak-free mask: P's and dS's bf16 fragments (diagonal blocks)
 #pragma unroll
                 for (int i = 0; i < 16; i++)
                     sc[i] = 0.0f, dp[i] = 0.0f;
@@ -478,7 +496,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                             wgmma_fence();
 #pragma unroll
                             for (int kk = 0; kk < 2; kk++)
-                                wgmma_bf16<32>::rs_mn(alt, kv ? pbf[kk] : dbf[kk], bmn + kk * (16 * 128 / 16));
+                                wgmma_bf16<32>::ss_mn(alt, desc_sw32(kv ? sh.pbs[wi][kk] : sh.dbs[wi][kk]),
+                                                      bmn + kk * (16 * 128 / 16));
                             wgmma_commit();
                             wgmma_wait<0>();
                             fence_regs(alt);
@@ -586,9 +605,11 @@ __global__ void __launch_bounds__(THREADS, 1)
                         // diagonal blocks: P rounded to bf16, both warps of
                         // the pair)
                         if (LEAK_FREE && wdiag) {
+                            uint32_t pbf[2][4];
 #pragma unroll
                             for (int i = 0; i < 16; i += 2)
                                 pbf[i / 8][(i % 8) / 2] = bf16x2(sc[i], sc[i + 1]);
+                            store_bf16_frags(sh.pbs[wi], w, lane, pbf);
 #pragma unroll
                             for (int m = 0; m < 4; m++)
                                 pa[0][m] = 0u; // (the fp8 piece's rows of this block are not taken)
@@ -613,6 +634,12 @@ __global__ void __launch_bounds__(THREADS, 1)
                             }
                             sp = 0x1p-8f;
                         }
+                        if (LEAK_FREE && wgdiag) {
+                            // the diagonal blocks' P in bf16, stored by both
+                            // pairs' warps, visible to dV's bf16 steps
+                            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                            named_sync(BAR_WG0 + wi, 128);
+                        }
                     }
                     if (k == 2 * NP - 1) {
                         // dS = P (dP - delta), 0 where P is 0; its codes
@@ -628,11 +655,13 @@ __global__ void __launch_bounds__(THREADS, 1)
                         }
                         if (LEAK_FREE && wdiag) {
                             // the leak-free mask's diagonal block: dS rounded
-                            // to bf16, dK's A fragments and, transposed (as
+                            // to bf16, dK's A and, transposed (as
                             // bwd_bf16.cuh's), dQ^T's B
+                            uint32_t dbf[2][4];
 #pragma unroll
                             for (int i = 0; i < 16; i += 2)
                                 dbf[i / 8][(i % 8) / 2] = bf16x2(dp[i], dp[i + 1]);
+                            store_bf16_frags(sh.dbs[wi], w, lane, dbf);
                             const int m = lane / 8, r = lane % 8;
                             const uint32_t dsa = smem_addr(sh.dsb[j & 1][wi]) + (uint32_t)(8 * (m / 2) + r) * 128 +
                                                  ((uint32_t)((2 * w + m % 2) ^ r) << 4);

@@ -82,6 +82,15 @@ __device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, const uint32_t 
                  : "memory");
 }
 
+// The same stored as they are (stmatrix without .trans): lanes 8m .. 8m + 7
+// give the addresses of matrix m's rows.
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4])
+{
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+                 "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
+
 #endif // sm_90a
 
 } // namespace sm90
