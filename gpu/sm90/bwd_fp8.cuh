@@ -140,7 +140,8 @@ constexpr uint32_t BAR_WG0 = 2;
 // A warp's two 16-query bf16 A fragments (f[kk]: rows 16w + g and + 8,
 // queries 16kk + 2t ..) stored as rows of tile[kk] ([key][16 queries],
 // 32-byte swizzle): the leak-free mask's P and dS.
-__device__ __forceinline__ void store_bf16_frags(uint16_t (*tile)[64 * 16], int w, int lane, const uint32_t (&f)[2][4])
+template <class TILES>
+__device__ __forceinline__ void store_bf16_frags(TILES &tile, int w, int lane, const uint32_t (&f)[2][4])
 {
     const int mm = lane / 8, row = 16 * w + 8 * (mm % 2) + lane % 8;
 #pragma unroll
