@@ -268,7 +268,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 {
 #ifdef MXFA_SM90_CODE
     using cf = bwd8_config<D>;
-    constexpr int STAGES = cf::STAGES, BQ = cf::BQ, KEYS = cf::KEYS, RING = cf::RING, SUBS = BMQ / BQ;
+    constexpr int STAGES = cf::STAGES, BQ = cf::BQ, KEYS = cf::KEYS, RING = LEAK_FREE ? 2 : cf::RING, SUBS = BMQ / BQ;
     constexpr int NP = cf::NP, PIECES = cf::PIECES, DQN = cf::DQN;
     const bwd_params &p = p8.b;
     extern __shared__ uint8_t raw[];
