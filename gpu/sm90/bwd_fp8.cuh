@@ -153,9 +153,11 @@ __device__ __forceinline__ bool fma_exact_scale(float s) { return s != 0.0f && f
 
 // A piece's scales: sa's float a0 on the upper row half of the fragment
 // ((i / 2) % 2 = 0), a1 on the lower, sb's b; their products, and whether
-// the warp's are all floats (neither 0 nor Inf), which makes the promotion
-// one fma an element. Made before the piece's wait, so that their loads
-// and the vote overlap the product.
+// the thread's are floats (neither 0 nor Inf), which makes the promotion
+// one fma an element (a thread's own choice: the exact promotion gives the
+// fma's bits wherever the fma is exact, so a warp that diverges here
+// computes what it would together; a warp vote cost 15% of the time). Made
+// before the piece's wait, so that their loads overlap the product.
 struct piece_scales {
     float a0, a1, b, s0, s1;
     bool fast;
@@ -164,7 +166,7 @@ __device__ __forceinline__ piece_scales scales_of(float a0, float a1, float b)
 {
     piece_scales ps;
     ps.a0 = a0, ps.a1 = a1, ps.b = b, ps.s0 = __fmul_rn(a0, b), ps.s1 = __fmul_rn(a1, b);
-    ps.fast = __all_sync(0xFFFFFFFFu, fma_exact_scale(ps.s0) && fma_exact_scale(ps.s1));
+    ps.fast = fma_exact_scale(ps.s0) && fma_exact_scale(ps.s1);
     return ps;
 }
 
@@ -181,8 +183,8 @@ __device__ __noinline__ void promote_slow(float (*x)[16], int m, float a0, float
 }
 
 // acc[off + i] = fma(part[i], 2^(sa + sb), acc[off + i]) over a piece's M
-// elements (16, or 8 of an n16 piece): the fma, or where the warp's scale
-// products are not all floats the exact promotion element by element.
+// elements (16, or 8 of an n16 piece): the fma, or where the thread's scale
+// products are not both floats the exact promotion element by element.
 template <int M, int N>
 __device__ __forceinline__ void promote(float (&acc)[N], int off, const float (&part)[16], const piece_scales &ps)
 {
