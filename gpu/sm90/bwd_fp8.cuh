@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The fused attention backward on Hopper under the sm90-fp8 model, bit for
 // bit the algorithm of cpu/ref/attn_bwd.c (docs/NUMERICS.md, "Attention
-// backward") at D = 64 and 128 with no mask or the plain causal mask, const or
-// dynamic P, the reference's tiles of 128 queries and 128 keys. Memory
-// O(S): no score matrix anywhere.
+// backward") at D = 64 and 128, every mask, const or dynamic P, the
+// reference's tiles of 128 queries and 128 keys. Memory O(S): no score
+// matrix anywhere.
 //
 // Every product of the model is a chain of 32-blocks: one fp8 wgmma k32
 // into a zero accumulator, then on the CUDA cores acc = fma(partial,
-// 2^(sa + sb), acc) in fp32 (a bare fma where every product of the
-// block's two scales is a float, the exact promotion of wgmma.cuh where a
-// warp's is not). fp8 wgmma reads both operands K-major, so the packing
+// 2^(sa + sb), acc) in fp32 (a bare fma where the product of the block's
+// two scales is a float, the exact promotion of wgmma.cuh, out of line,
+// where it is not). fp8 wgmma reads both operands K-major, so the packing
 // (attn_bwd.cu) gives each operand in the orientation its product reduces
 // along: Q, K and dO quantized in 32 x 32 square blocks as rows [H][rows][D]
 // and, the same bytes, transposed [H][D][rows]; V in row blocks along D;
@@ -37,6 +37,19 @@
 // (query_of_column). dS goes to shared memory as dQ^T's B by stmatrix
 // .trans, two keys' codes a 16-bit element, which puts a warp's 16 keys in
 // the order 0, 8, 1, 9, ... (key_of_pair); K^T stores its keys so.
+//
+// The leak-free mask: where some row of the query tile sees a 32-key block
+// in part, the block's products take bf16 operands, as the reference's do
+// (S^T with K rounded to bf16 from the input and Q widened from its codes;
+// dV, dK and dQ^T with P and dS rounded to bf16, dO and Q widened, K in
+// bf16). Such a step widens the step's Q and dO into shared memory, and a
+// warpgroup with such a block makes, beside each fp8 piece of S^T, dV and
+// dK, the same rows' bf16 steps on a copy, which the block's rows take
+// (wgmma's rows are the warpgroup's 64 keys, two blocks); a diagonal block
+// of dQ^T's keys is a piece of its own, its two bf16 steps taken in place
+// of the fp8 piece. Those steps wait for the pieces in flight; the ring
+// holds two partials under this mask (beside the bf16 paths a third
+// spilled).
 #ifndef MXFA_GPU_SM90_BWD_FP8_CUH
 #define MXFA_GPU_SM90_BWD_FP8_CUH
 
