@@ -372,6 +372,50 @@ __device__ __forceinline__ void store_frag_row(const nd3 &out, int64_t tok, int6
             store3(out, tok, h, col0 + 8 * q + 2 * t + e, val(4 * q + 2 * h8 + e));
 }
 
+// The dQ agent (one thread of the producer warpgroup): for each step of
+// the CTA's items, in order, the query tile's turn on its semaphore (key
+// tile t), dQ's rows loaded into dqb (the acquire ordered before the async
+// proxy's reads), the consumers' sums stored back once they are done, and
+// after the query tile's last step the turn passed on. The fused kernels'
+// (this one's and bwd_fp8.cuh's): KEYS keys an item, BQ queries a step.
+template <int KEYS, int BQ, int D>
+__device__ __forceinline__ void dq_agent(const bwd_params &p, float (&dqb)[D / 32][BQ * 32], uint64_t *dq_full,
+                                         uint64_t *dq_done, const CUtensorMap *map_dq)
+{
+    constexpr int SUBS = BMQ / BQ;
+    int jd = 0;
+    for (int w = (int)blockIdx.x; w < p.items; w += (int)gridDim.x) {
+        bwd_item it;
+        if (!make_item<KEYS>(p, w, it))
+            continue;
+        for (int i = it.i0; i < it.i0 + it.nq; i++)
+            for (int sub = 0; sub < SUBS; sub++, jd++) {
+                const int r0 = i * BMQ + sub * BQ;
+                if (r0 >= it.sq.lq)
+                    break;
+                const bool last_step = sub == SUBS - 1 || r0 + BQ >= it.sq.lq;
+                int *sem = p.sem + (int64_t)it.h * (p.q_rows / BMQ) + it.sq.q_off / BMQ + i;
+                while (ld_acquire(sem) != it.t)
+                    __nanosleep(64);
+                asm volatile("fence.proxy.async.global;" ::: "memory");
+                const int row = (int)(it.h * p.q_rows + it.sq.q_off) + r0;
+                bar_expect(dq_full, sizeof dqb);
+                for (int pn = 0; pn < D / 32; pn++)
+                    tma_load(dqb[pn], map_dq, 32 * pn, row, dq_full);
+                bar_wait_idle(dq_done, jd & 1);
+                for (int pn = 0; pn < D / 32; pn++)
+                    tma_store(map_dq, 32 * pn, row, dqb[pn]);
+                tma_store_commit();
+                tma_store_wait_all();
+                if (last_step) {
+                    asm volatile("fence.proxy.async.global;" ::: "memory");
+                    __threadfence();
+                    st_release(sem, it.t + 1);
+                }
+            }
+    }
+}
+
 // lo and hi rounded to bf16 at nearest even, as a pair (lo in the low half)
 __device__ __forceinline__ uint32_t bf16x2(float lo, float hi)
 {
@@ -409,41 +453,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (warp < 4) { // the producer
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PRODUCER_REGS));
         if (threadIdx.x == 32) { // the dQ agent
-            int jd = 0;
-            for (int w = (int)blockIdx.x; w < p.items; w += (int)gridDim.x) {
-                bwd_item it;
-                if (!make_item<KEYS>(p, w, it))
-                    continue;
-                for (int i = it.i0; i < it.i0 + it.nq; i++)
-                    for (int sub = 0; sub < SUBS; sub++, jd++) {
-                        const int r0 = i * BMQ + sub * BQ;
-                        if (r0 >= it.sq.lq)
-                            break;
-                        const bool last_step = sub == SUBS - 1 || r0 + BQ >= it.sq.lq;
-                        // this query tile's turn (key tile t), then its dQ
-                        // (the acquire ordered before the async proxy's reads)
-                        int *sem = p.sem + (int64_t)it.h * (p.q_rows / BMQ) + it.sq.q_off / BMQ + i;
-                        while (ld_acquire(sem) != it.t)
-                            __nanosleep(64);
-                        asm volatile("fence.proxy.async.global;" ::: "memory");
-                        const int row = (int)(it.h * p.q_rows + it.sq.q_off) + r0;
-                        bar_expect(&sh.dq_full, sizeof sh.dqb);
-                        for (int pn = 0; pn < D / 32; pn++)
-                            tma_load(sh.dqb[pn], &map_dq, 32 * pn, row, &sh.dq_full);
-                        // the consumers' sums back to memory, done, then
-                        // (after the query tile's last step) the turn passed on
-                        bar_wait_idle(&sh.dq_done, jd & 1);
-                        for (int pn = 0; pn < D / 32; pn++)
-                            tma_store(&map_dq, 32 * pn, row, sh.dqb[pn]);
-                        tma_store_commit();
-                        tma_store_wait_all();
-                        if (last_step) {
-                            asm volatile("fence.proxy.async.global;" ::: "memory");
-                            __threadfence();
-                            st_release(sem, it.t + 1);
-                        }
-                    }
-            }
+            dq_agent<KEYS, BQ, D>(p, sh.dqb, &sh.dq_full, &sh.dq_done, &map_dq);
             return;
         }
         if (threadIdx.x != 0)

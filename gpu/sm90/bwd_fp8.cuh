@@ -300,38 +300,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int warp = (int)threadIdx.x / 32;
     if (warp < 4) { // the producer
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PRODUCER_REGS));
-        if (threadIdx.x == 32) { // the dQ agent (bwd_bf16.cuh's)
-            int jd = 0;
-            for (int w = (int)blockIdx.x; w < p.items; w += (int)gridDim.x) {
-                bwd_item it;
-                if (!make_item<KEYS>(p, w, it))
-                    continue;
-                for (int i = it.i0; i < it.i0 + it.nq; i++)
-                    for (int sub = 0; sub < SUBS; sub++, jd++) {
-                        const int r0 = i * BMQ + sub * BQ;
-                        if (r0 >= it.sq.lq)
-                            break;
-                        const bool last_step = sub == SUBS - 1 || r0 + BQ >= it.sq.lq;
-                        int *sem = p.sem + (int64_t)it.h * (p.q_rows / BMQ) + it.sq.q_off / BMQ + i;
-                        while (ld_acquire(sem) != it.t)
-                            __nanosleep(64);
-                        asm volatile("fence.proxy.async.global;" ::: "memory");
-                        const int row = (int)(it.h * p.q_rows + it.sq.q_off) + r0;
-                        bar_expect(&sh.dq_full, sizeof sh.dqb);
-                        for (int pn = 0; pn < D / 32; pn++)
-                            tma_load(sh.dqb[pn], &map_dq, 32 * pn, row, &sh.dq_full);
-                        bar_wait_idle(&sh.dq_done, jd & 1);
-                        for (int pn = 0; pn < D / 32; pn++)
-                            tma_store(&map_dq, 32 * pn, row, sh.dqb[pn]);
-                        tma_store_commit();
-                        tma_store_wait_all();
-                        if (last_step) {
-                            asm volatile("fence.proxy.async.global;" ::: "memory");
-                            __threadfence();
-                            st_release(sem, it.t + 1);
-                        }
-                    }
-            }
+        if (threadIdx.x == 32) { // the dQ agent
+            dq_agent<KEYS, BQ, D>(p, sh.dqb, &sh.dq_full, &sh.dq_done, &map_dq);
             return;
         }
         if (threadIdx.x != 0)
