@@ -83,6 +83,15 @@ def matrix(rows, cols, wild=False):
 # ---- the package and the library
 
 ok(cli("--version").strip() == "mxfa " + mxfa.__version__, "mxfa.__version__ is the CLI's version")
+# python/pyproject.toml (pip's metadata) states the version too: the same one
+pyproject = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(mxfa.__file__))), "pyproject.toml")
+if os.path.exists(pyproject):
+    with open(pyproject) as f:
+        stated = [line.split("=", 1)[1].strip().strip('"') for line in f if line.startswith("version")]
+    ok(stated == [mxfa.__version__], "python/pyproject.toml's version %s is the library's %s" %
+       (stated, mxfa.__version__))
+else:
+    skip("python/pyproject.toml is not beside the package (an installed package)")
 b = mxfa.backends()
 ok(b["ref"]["built"] and b["ref"]["usable"] and b["cpu"]["built"] and b["cpu"]["usable"] and
    (b["cuda"]["usable"] or b["cuda"]["why"] != ""),
