@@ -278,6 +278,22 @@ dqt, dkt, dvt = mxfa.attn_bwd_truth(Q, K, V, G, cq, ck)
 errs = [mxfa.compare(a, t)["rel_l2"] for a, t in ((dq, dqt), (dk, dkt), (dv, dvt))]
 ok(all(0.01 < e < 0.3 for e in errs), "attn_bwd against attn_bwd_truth: %.4f %.4f %.4f" % tuple(errs))
 ok(mxfa.compare(o, o)["rel_l2"] == 0.0 and mxfa.compare(o, o)["cosine"] == 1.0, "compare(x, x): no error")
+# ULPs: words stepped here by a known count (their bits plus n), a NaN
+o32 = np.ascontiguousarray(o, dtype=np.float32)
+p32 = o32.copy()
+flat = p32.reshape(-1)
+flat.view(np.int32)[7] += 5
+flat.view(np.int32)[9] += 1
+m = mxfa.compare(p32, o32)
+ok(m["identical"] == o32.size - 2 and m["max_ulp"] == 5 and m["median_ulp"] == 0 and m["ulp_unmatched"] == 0,
+   "compare: two words 5 and 1 ULPs off: identical %d of %d, max_ulp %d" % (m["identical"], o32.size, m["max_ulp"]))
+flat[11] = np.nan
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", RuntimeWarning)
+    m = mxfa.compare(p32, o32)
+ok(m["ulp_unmatched"] == 1 and m["max_ulp"] == 5, "compare: a NaN where the reference has a number is unmatched")
+m = mxfa.compare(np.array([-0.0, 1.0], np.float32), np.array([0.0, np.nextafter(np.float32(1), np.float32(2))]).astype(np.float32))
+ok(m["max_ulp"] == 1 and m["identical"] == 0, "compare: -0 and +0 are one ULP apart, as are neighbours")
 
 
 def compare_warned(out, ref):

@@ -68,6 +68,7 @@ int cmd_quantize(int argc, char **argv);
 int cmd_dequantize(int argc, char **argv);
 int cmd_gemm(int argc, char **argv);
 int cmd_attn(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_study(int argc, char **argv);
 int cmd_selftest(int argc, char **argv);

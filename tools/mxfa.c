@@ -16,6 +16,7 @@ static const struct {
     {"quantize", cmd_quantize, "quantize a float32 .npy matrix to MXFP8 (data and scales)"},
     {"dequantize", cmd_dequantize, "turn MXFP8 data and scales back into float32"},
     {"attn", cmd_attn, "MXFP8 attention forward, with its error against float64"},
+    {"compare", cmd_compare, "another implementation's attention outputs against the emulator's, in ULPs"},
     {"gemm", cmd_gemm, "D = A * B^T + C for MXFP8 A and B under a tensor-core model"},
     {"bench", cmd_bench, "throughput of quantization, products and attention on a backend"},
     {"study", cmd_study, "MXFP8 attention error against float64 across models, data and options"},

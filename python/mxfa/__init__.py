@@ -602,6 +602,20 @@ def attn_bwd_truth(q, k, v, dout, cu_seqlens_q=None, cu_seqlens_k=None, *, causa
     return dq.keep, dk.keep, dv.keep
 
 
+def _ulps(x, y):
+    """Identical words and ULP distances of two float32 arrays (mxfa
+    compare's counts)."""
+    bx, by = x.view(np.int32).astype(np.int64), y.view(np.int32).astype(np.int64)
+    ox = np.where(bx < 0, -(bx & 0x7FFFFFFF) - 1, bx)
+    oy = np.where(by < 0, -(by & 0x7FFFFFFF) - 1, by)
+    nx, ny = np.isnan(x), np.isnan(y)
+    inf = np.isinf(x) | np.isinf(y)
+    unmatched = (nx != ny) | (inf & ~(nx | ny) & (x != y))
+    d = np.where(nx & ny, 0, np.abs(ox - oy))[~unmatched]
+    return {"identical": int((bx == by).sum()), "max_ulp": int(d.max()) if d.size else 0,
+            "median_ulp": int(np.sort(d)[d.size // 2]) if d.size else 0, "ulp_unmatched": int(unmatched.sum())}
+
+
 def compare(out, ref):
     """Error metrics of out against ref (same shape; float32, bf16 or
     float64, host), as mxfa_compare gives them, in a dict:
@@ -612,7 +626,12 @@ def compare(out, ref):
       ref and are NaN/Inf on one side or both;
     - "measured": False when no error can be measured, because some value is
       NaN/Inf where ref differs or no pair is finite. The four metrics are
-      then nan, never a score, and a RuntimeWarning says why."""
+      then nan, never a score, and a RuntimeWarning says why;
+    - where both are float32, as `mxfa compare` counts them: "identical"
+      (words equal bit for bit), "max_ulp" and "median_ulp" (the distance in
+      ULPs over the pairs where neither side is NaN/Inf unmatched; two NaNs
+      are 0 apart) and "ulp_unmatched" (a NaN or Inf on one side only, or
+      Infs of opposite signs)."""
     a, b = _operand(out, "out", ("f32", "bf16", "f64")), _operand(ref, "ref", ("f32", "bf16", "f64"))
     if a.cuda or b.cuda:
         raise ValueError("mxfa: compare takes host arrays")
@@ -623,6 +642,8 @@ def compare(out, ref):
     _check(C.lib.mxfa_compare(ctypes.byref(ta), ctypes.byref(tb), ctypes.byref(m)))
     r = {name: getattr(m, name) for name, _ in C.Metrics._fields_}
     r["measured"] = m.mismatched_nonfinite == 0 and m.count > 0
+    if a.dtype == b.dtype == "f32":
+        r.update(_ulps(np.asarray(a.keep).ravel(), np.asarray(b.keep).ravel()))
     n = m.count + m.skipped + m.mismatched_nonfinite
     if m.mismatched_nonfinite:
         warnings.warn("mxfa.compare: %d of %d values differ from ref and are NaN/Inf on one side or both: no error "
