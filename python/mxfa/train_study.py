@@ -335,8 +335,9 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="python3 -m mxfa.train_study", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="the directory to write (made if missing)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    p.add_argument("--models", help="mxfa models, comma-separated (default: ideal,sm100; on a Hopper GPU "
-                   "also sm90-bf16,sm90-fp8)")
+    p.add_argument("--models", help="mxfa models, comma-separated (default: ideal,sm100 on the CPU; with "
+                   "--device cuda those the GPU's kernels compute: sm90-bf16,sm90-fp8 on Hopper, sm100 on "
+                   "Blackwell)")
     p.add_argument("--seeds", default="1,2", help="seeds, comma-separated, at least two (default 1,2)")
     p.add_argument("--data", default=DEFAULT_DATA, help="a text file or a directory of them (default %s)" %
                    DEFAULT_DATA)
