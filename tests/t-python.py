@@ -294,6 +294,31 @@ with warnings.catch_warnings():
 ok(m["ulp_unmatched"] == 1 and m["max_ulp"] == 5, "compare: a NaN where the reference has a number is unmatched")
 m = mxfa.compare(np.array([-0.0, 1.0], np.float32), np.array([0.0, np.nextafter(np.float32(1), np.float32(2))]).astype(np.float32))
 ok(m["max_ulp"] == 1 and m["identical"] == 0, "compare: -0 and +0 are one ULP apart, as are neighbours")
+# compare_attention: the emulator's own outputs (ref backend) pass; one word
+# stepped by 3 ULPs fails there, with its position; the backward likewise
+co, cl = mxfa.attn_fwd(Q, K, V, cq, ck, causal="leak-free", backend="ref")
+rep = mxfa.compare_attention(Q, K, V, co, cl, cq, ck, causal="leak-free")
+ok(rep["within"] and rep["outputs"]["O"]["identical"] == co.size and rep["outputs"]["LSE"]["identical"] == cl.size,
+   "compare_attention: the emulator's own O and LSE are bit-exact")
+bad = co.copy()
+bad.reshape(-1).view(np.int32)[(5 * co.shape[1] + 1) * co.shape[2] + 3] += 3
+rep = mxfa.compare_attention(Q, K, V, bad, None, cq, ck, causal="leak-free")
+w = rep["outputs"]["O"]["worst"]
+ok(not rep["within"] and rep["outputs"]["O"]["max_ulp"] == 3 and len(w) == 1 and w[0][:3] == (5, 1, 3) and
+   w[0][5] == 3, "compare_attention: a word 3 ULPs off fails, at (5, 1, 3): %s" % (w,))
+ok(mxfa.compare_attention(Q, K, V, bad, None, cq, ck, causal="leak-free", max_ulp=3)["within"],
+   "compare_attention: within max_ulp=3")
+gd = np.asarray(rng.standard_normal(co.shape), dtype=np.float32)
+g3 = mxfa.attn_bwd(Q, K, V, co, gd, cl, cq, ck, causal="leak-free", backend="ref")
+rep = mxfa.compare_attention(Q, K, V, None, cl, cq, ck, dout=gd, dq=g3[0], dk=g3[1], dv=g3[2], o=co,
+                             causal="leak-free")
+ok(rep["within"] and all(rep["outputs"][n]["identical"] == g.size for n, g in zip(("dQ", "dK", "dV"), g3)),
+   "compare_attention --backward: the emulator's own gradients are bit-exact")
+try:
+    mxfa.compare_attention(Q, K, V, co[:, :1], None, cq, ck)
+    ok(False, "compare_attention: a candidate of another shape is refused")
+except ValueError as e:
+    ok("shape" in str(e), "compare_attention: a candidate of another shape is refused: %s" % e)
 
 
 def compare_warned(out, ref):

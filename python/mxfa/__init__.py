@@ -27,7 +27,7 @@ from . import _capi as C
 __all__ = [
     "Error", "Context", "MXArray", "backends", "quantize", "dequantize", "transpose", "transpose_square",
     "swizzle", "unswizzle", "scatter", "gather", "gemm", "attn_fwd", "attn_bwd", "attn_fwd_truth",
-    "attn_bwd_truth", "compare", "__version__",
+    "attn_bwd_truth", "compare", "compare_attention", "__version__",
 ]
 
 __version__ = C.lib.mxfa_version().decode()
@@ -652,3 +652,83 @@ def compare(out, ref):
         warnings.warn("mxfa.compare: no pair of values is finite (%d NaN/Inf on both sides): nothing to measure, "
                       "the metrics are nan" % n, RuntimeWarning, 2)
     return r
+
+
+def _host_f32(x, name):
+    """x as a float32 numpy array on the host (bf16 widened exactly)."""
+    if _is_torch(x):
+        torch = _torch()
+        x = x.detach().cpu()
+        x = x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
+        x = x.numpy()
+    a = np.asarray(x)
+    if a.dtype == np.uint16:  # bf16 bits
+        return (a.astype(np.uint32) << 16).view(np.float32)
+    if a.dtype.kind != "f":
+        raise TypeError("mxfa: %s must hold floats, got %s" % (name, a.dtype))
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def compare_attention(q, k, v, out=None, lse=None, cu_seqlens_q=None, cu_seqlens_k=None, *, dout=None, dq=None,
+                      dk=None, dv=None, o=None, max_ulp=0, model="sm100", preset="rceil", p_scale="const",
+                      causal="none", softmax_scale=0.0, block_m=0, block_n=0, out_dtype="f32", backend="cpu",
+                      worst=5):
+    """`mxfa compare` in Python: a candidate's attention outputs against the
+    emulator's for the same inputs and options (attn_fwd's). Forward: the
+    candidate's `out` (and `lse`); backward: `dout` and the candidate's `dq`,
+    `dk`, `dv` (with `o` and `lse`, the forward outputs its backward used, or
+    the emulator's). Returns {"outputs": {name: report}, "within": bool}: a
+    report holds compare()'s word and ULP counts, "max_abs" and "max_rel"
+    (against the emulator's value), "rel_l2_candidate" and "rel_l2_emulator"
+    (each against the float64 truth) and "worst", the positions (token,
+    head, column) that differ most. "within": every word within max_ulp of
+    the emulator's, a NaN only against a NaN."""
+    backward = dout is not None
+    if backward == (out is not None) or (backward and (dq is None or dk is None or dv is None)):
+        raise ValueError("mxfa: give out (and lse) for the forward pass, or dout, dq, dk and dv for the backward")
+    if backward and (o is None) != (lse is None):
+        raise ValueError("mxfa: give both o and lse for the backward pass, or neither")
+    opts = dict(model=model, preset=preset, p_scale=p_scale, causal=causal, softmax_scale=softmax_scale,
+                block_m=block_m, block_n=block_n, backend=backend)
+    qh, kh, vh = (_host_f32(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v")))
+    truth = dict(causal=causal, softmax_scale=softmax_scale, backend=backend)
+    if not backward:
+        eo, el = attn_fwd(qh, kh, vh, cu_seqlens_q, cu_seqlens_k, out_dtype=out_dtype, **opts)
+        to, tl = attn_fwd_truth(qh, kh, vh, cu_seqlens_q, cu_seqlens_k, **truth)
+        pairs = [("O", out, eo, to)] + ([("LSE", lse, el, tl)] if lse is not None else [])
+    else:
+        doh = _host_f32(dout, "dout")
+        if o is None:
+            oh, lh = attn_fwd(qh, kh, vh, cu_seqlens_q, cu_seqlens_k, **opts)
+        else:
+            oh, lh = _host_f32(o, "o"), _host_f32(lse, "lse")
+        g = attn_bwd(qh, kh, vh, oh, doh, lh, cu_seqlens_q, cu_seqlens_k, grad_dtype=out_dtype, **opts)
+        t = attn_bwd_truth(qh, kh, vh, doh, cu_seqlens_q, cu_seqlens_k, **truth)
+        pairs = list(zip(("dQ", "dK", "dV"), (dq, dk, dv), g, t))
+    reports, within = {}, True
+    for name, cand, emu, tru in pairs:
+        c, e = _host_f32(cand, name), _host_f32(emu, name)
+        if c.shape != e.shape:
+            raise ValueError("mxfa: the candidate's %s has shape %s, the emulator's %s" % (name, c.shape, e.shape))
+        r = _ulps(c.ravel(), e.ravel())
+        fin = np.isfinite(c) & np.isfinite(e)
+        diff = np.abs(c.astype(np.float64) - e.astype(np.float64))
+        r["max_abs"] = float(diff[fin].max()) if fin.any() else 0.0
+        nz = fin & (e != 0)
+        r["max_rel"] = float((diff[nz] / np.abs(e[nz].astype(np.float64))).max()) if nz.any() else 0.0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            r["rel_l2_candidate"] = compare(c, tru)["rel_l2"]
+            r["rel_l2_emulator"] = compare(e, tru)["rel_l2"]
+        bx, by = c.ravel().view(np.int32).astype(np.int64), e.ravel().view(np.int32).astype(np.int64)
+        d = np.abs(np.where(bx < 0, -(bx & 0x7FFFFFFF) - 1, bx) - np.where(by < 0, -(by & 0x7FFFFFFF) - 1, by))
+        cf, ef = c.ravel(), e.ravel()
+        d = np.where(np.isnan(cf) & np.isnan(ef), 0, d)
+        d = np.where((np.isnan(cf) != np.isnan(ef)) | ((np.isinf(cf) | np.isinf(ef)) & (cf != ef) &
+                                                        ~(np.isnan(cf) | np.isnan(ef))), np.iinfo(np.int64).max, d)
+        order = [i for i in np.argsort(-d, kind="stable")[:worst] if d[i] > 0]
+        r["worst"] = [tuple(int(x) for x in np.unravel_index(i, c.shape)) + (float(cf[i]), float(ef[i]),
+                      None if d[i] == np.iinfo(np.int64).max else int(d[i])) for i in order]
+        within &= r["ulp_unmatched"] == 0 and r["max_ulp"] <= max_ulp
+        reports[name] = r
+    return {"outputs": reports, "within": bool(within)}
