@@ -602,18 +602,30 @@ def attn_bwd_truth(q, k, v, dout, cu_seqlens_q=None, cu_seqlens_k=None, *, causa
     return dq.keep, dk.keep, dv.keep
 
 
-def _ulps(x, y):
-    """Identical words and ULP distances of two float32 arrays (mxfa
-    compare's counts)."""
+_UNMATCHED = np.iinfo(np.int64).max
+
+
+def _ulp_distances(x, y):
+    """Per element of two float32 arrays, the distance in ULPs (two NaNs are
+    0 apart), or _UNMATCHED where a NaN or Inf on one side is not the
+    other's (mxfa compare's counts)."""
     bx, by = x.view(np.int32).astype(np.int64), y.view(np.int32).astype(np.int64)
     ox = np.where(bx < 0, -(bx & 0x7FFFFFFF) - 1, bx)
     oy = np.where(by < 0, -(by & 0x7FFFFFFF) - 1, by)
     nx, ny = np.isnan(x), np.isnan(y)
     inf = np.isinf(x) | np.isinf(y)
     unmatched = (nx != ny) | (inf & ~(nx | ny) & (x != y))
-    d = np.where(nx & ny, 0, np.abs(ox - oy))[~unmatched]
-    return {"identical": int((bx == by).sum()), "max_ulp": int(d.max()) if d.size else 0,
-            "median_ulp": int(np.sort(d)[d.size // 2]) if d.size else 0, "ulp_unmatched": int(unmatched.sum())}
+    return np.where(unmatched, _UNMATCHED, np.where(nx & ny, 0, np.abs(ox - oy)))
+
+
+def _ulps(x, y):
+    """Identical words and ULP distances of two float32 arrays (mxfa
+    compare's counts)."""
+    dist = _ulp_distances(x, y)
+    d = dist[dist != _UNMATCHED]
+    return {"identical": int((x.view(np.int32) == y.view(np.int32)).sum()), "max_ulp": int(d.max()) if d.size else 0,
+            "median_ulp": int(np.sort(d)[d.size // 2]) if d.size else 0,
+            "ulp_unmatched": int((dist == _UNMATCHED).sum())}
 
 
 def compare(out, ref):
@@ -720,15 +732,11 @@ def compare_attention(q, k, v, out=None, lse=None, cu_seqlens_q=None, cu_seqlens
             warnings.simplefilter("ignore", RuntimeWarning)
             r["rel_l2_candidate"] = compare(c, tru)["rel_l2"]
             r["rel_l2_emulator"] = compare(e, tru)["rel_l2"]
-        bx, by = c.ravel().view(np.int32).astype(np.int64), e.ravel().view(np.int32).astype(np.int64)
-        d = np.abs(np.where(bx < 0, -(bx & 0x7FFFFFFF) - 1, bx) - np.where(by < 0, -(by & 0x7FFFFFFF) - 1, by))
         cf, ef = c.ravel(), e.ravel()
-        d = np.where(np.isnan(cf) & np.isnan(ef), 0, d)
-        d = np.where((np.isnan(cf) != np.isnan(ef)) | ((np.isinf(cf) | np.isinf(ef)) & (cf != ef) &
-                                                        ~(np.isnan(cf) | np.isnan(ef))), np.iinfo(np.int64).max, d)
+        d = _ulp_distances(cf, ef)
         order = [i for i in np.argsort(-d, kind="stable")[:worst] if d[i] > 0]
         r["worst"] = [tuple(int(x) for x in np.unravel_index(i, c.shape)) + (float(cf[i]), float(ef[i]),
-                      None if d[i] == np.iinfo(np.int64).max else int(d[i])) for i in order]
+                      None if d[i] == _UNMATCHED else int(d[i])) for i in order]
         within &= r["ulp_unmatched"] == 0 and r["max_ulp"] <= max_ulp
         reports[name] = r
     return {"outputs": reports, "within": bool(within)}
