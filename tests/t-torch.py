@@ -220,6 +220,58 @@ before = q.detach().clone()
 raises(lambda: mt.attention(q, q, q).sum().backward(), mxfa.Error, "a refused forward pass")
 ok(q.grad is None and same(q, before), "after it q is unchanged and has no gradient")
 
+# ------------------------------------------------------------ the registered operators and torch.compile
+
+
+def grads_of(fn, xs, do):
+    """fn's output and the gradients it hands back to fresh copies of xs."""
+    xs = [x.detach().clone().requires_grad_(True) for x in xs]
+    o = fn(*xs)
+    o.backward(do)
+    return [o] + [x.grad for x in xs]
+
+
+def check_ops(device, model):
+    b, hq, hkv, s, d = 2, 4, 2, 64, 64
+    xs = [randn(b, hq, s, d, device=device), randn(b, hkv, s, d, device=device), randn(b, hkv, s, d, device=device)]
+    do = torch.randn(b, hq, s, d, generator=g).to(device)
+    eager = lambda q, k, v: mt.attention(q, k, v, is_causal=True, model=model)
+    want = grads_of(eager, xs, do)
+    mt.CUSTOM_OPS = False
+    try:
+        fn_path = grads_of(eager, xs, do)
+    finally:
+        mt.CUSTOM_OPS = True
+    ok(all(same(a, b_) for a, b_ in zip(want, fn_path)), "%s %s: the operators' O and gradients are the "
+       "autograd.Function's bytes" % (device, model))
+    tq, tk, tv = (tokens(x).requires_grad_(True) for x in xs)
+    args = (tq, tk, tv, [0, s, 2 * s], [0, s, 2 * s], model, "rceil", "const", "leak-free", 0.0,
+            "cuda" if device != "cpu" else "cpu")
+    try:
+        torch.library.opcheck(torch.ops.mxfa.attn_fwd.default, args)
+        ok(True, "%s %s: torch.library.opcheck passes mxfa::attn_fwd (schema, fake tensors, autograd, "
+           "AOT dispatch)" % (device, model))
+    except Exception as e:  # noqa: BLE001 (reported)
+        ok(False, "%s %s: torch.library.opcheck: %s" % (device, model, str(e)[:300]))
+    for backend in ("aot_eager", "inductor"):
+        torch._dynamo.reset()
+        try:
+            got = grads_of(torch.compile(eager, fullgraph=True, backend=backend), xs, do)
+        except Exception as e:  # noqa: BLE001 (reported)
+            ok(False, "%s %s: torch.compile(fullgraph=True, backend=%s): %s" % (device, model, backend, str(e)[:300]))
+            continue
+        ok(all(same(a, b_) for a, b_ in zip(want, got)), "%s %s: torch.compile(fullgraph=True, backend=%s) traces "
+           "attention through the operators: O and the gradients are eager's bytes" % (device, model, backend))
+
+
+if mt.CUSTOM_OPS:
+    check_ops("cpu", "sm100")
+else:
+    for what in ("the operators' bytes", "opcheck", "torch.compile aot_eager", "torch.compile inductor"):
+        count += 1
+        print("ok %d # SKIP %s: PyTorch %s has no torch.library.custom_op (2.4 and later)" %
+              (count, what, torch.__version__))
+
 # ------------------------------------------------------------ CUDA, where PyTorch has a GPU and mxfa its module
 
 if torch.cuda.is_available() and mxfa.backends()["cuda"]["usable"]:
@@ -229,6 +281,8 @@ if torch.cuda.is_available() and mxfa.backends()["cuda"]["usable"]:
     q = randn(1, 2, 64, 64, device="cuda")
     o = mt.attention(q, q, q, model=model)
     ok(o.is_cuda and o.device == q.device, "CUDA in, CUDA out (%s)" % model)
+    if mt.CUSTOM_OPS:
+        check_ops("cuda", model)
 else:
     count += 1
     print("ok %d # SKIP no CUDA device with mxfa's cuda backend" % count)

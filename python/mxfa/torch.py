@@ -20,6 +20,13 @@ tensors run on the cpu backend. float32 and bfloat16 go to the library as
 they are, float16 widened to float32 (exactly); O and the gradients come
 back in the inputs' dtype.
 
+Where PyTorch has `torch.library.custom_op` (2.4 and later), the forward
+and backward passes are the operators `torch.ops.mxfa.attn_fwd` and
+`torch.ops.mxfa.attn_bwd`, with shape functions and the autograd formula
+registered, so that `torch.compile` traces a model through them (without a
+graph break in `attention`); before 2.4 they are a `torch.autograd.Function`
+that computes the same bytes. `CUSTOM_OPS` says which.
+
 The model and its options are mxfa's (`model`, `preset`, `p_scale`, and
 `causal_mode`: "leak-free", the library's default, or "plain"), docs/NUMERICS.md
 says what each computes. A causal mask with Sq != Sk is refused by
@@ -29,13 +36,15 @@ flash-attn does.
 """
 
 import contextlib
+from typing import List, Optional, Tuple
 
 import numpy as np
 import torch
 
 import mxfa as _mx
 
-__all__ = ["attention", "varlen_attention", "scaled_dot_product_attention", "Attention", "sdpa_patched"]
+__all__ = ["attention", "varlen_attention", "scaled_dot_product_attention", "Attention", "sdpa_patched",
+           "CUSTOM_OPS"]
 
 _CAUSAL_MODES = ("leak-free", "plain")
 
@@ -48,6 +57,9 @@ def _check_float(x, name):
 
 
 def _options(model, preset, p_scale, causal, causal_mode, scale, backend):
+    _mx._choice(_mx._capi.MODELS, model, "model")
+    _mx._choice(_mx._capi.PRESETS, preset, "preset")
+    _mx._choice(_mx._capi.P_SCALES, p_scale, "p_scale")
     if causal_mode not in _CAUSAL_MODES:
         raise ValueError("mxfa: causal_mode must be one of %s, got %r" % (", ".join(_CAUSAL_MODES), causal_mode))
     if scale is not None:
@@ -58,26 +70,98 @@ def _options(model, preset, p_scale, causal, causal_mode, scale, backend):
                 softmax_scale=scale or 0.0, backend=backend)
 
 
+# The options of one call, in the order the operators take them.
+_OPTION_NAMES = ("model", "preset", "p_scale", "causal", "softmax_scale", "backend")
+
+
+def _kind(t):
+    return "bf16" if t.dtype == torch.bfloat16 else "f32"
+
+
+def _forward(q, k, v, cu_q, cu_k, opts):
+    """O, LSE = mxfa.attn_fwd on [tokens, H, D] tensors of one dtype (float32
+    or bfloat16), O in that dtype."""
+    return _mx.attn_fwd(q, k, v, cu_q, cu_k, out_dtype=_kind(q), **opts)
+
+
+def _backward(q, k, v, o, do, lse, cu_q, cu_k, opts):
+    """dQ, dK, dV = mxfa.attn_bwd on the saved O and LSE, in q's dtype."""
+    return _mx.attn_bwd(q, k, v, o, do.to(o.dtype), lse, cu_q, cu_k, grad_dtype=_kind(q), **opts)
+
+
 class _AttentionFn(torch.autograd.Function):
-    """O, LSE = mxfa.attn_fwd(q, k, v) on [tokens, H, D] tensors of one dtype
-    (float32 or bfloat16); the backward pass mxfa.attn_bwd on the saved O and
-    LSE."""
+    """The operators' autograd for a PyTorch without torch.library.custom_op."""
 
     @staticmethod
     def forward(ctx, q, k, v, cu_q, cu_k, opts):
-        kind = "bf16" if q.dtype == torch.bfloat16 else "f32"
-        o, lse = _mx.attn_fwd(q, k, v, cu_q, cu_k, out_dtype=kind, **opts)
+        o, lse = _forward(q, k, v, cu_q, cu_k, opts)
         ctx.save_for_backward(q, k, v, o, lse)
-        ctx.cu, ctx.opts, ctx.kind = (cu_q, cu_k), opts, kind
+        ctx.cu, ctx.opts = (cu_q, cu_k), opts
         ctx.mark_non_differentiable(lse)
         return o, lse
 
     @staticmethod
     def backward(ctx, do, _dlse):
         q, k, v, o, lse = ctx.saved_tensors
-        dq, dk, dv = _mx.attn_bwd(q, k, v, o, do.to(o.dtype), lse, ctx.cu[0], ctx.cu[1], grad_dtype=ctx.kind,
-                                  **ctx.opts)
+        dq, dk, dv = _backward(q, k, v, o, do, lse, ctx.cu[0], ctx.cu[1], ctx.opts)
         return dq, dk, dv, None, None, None
+
+
+CUSTOM_OPS = hasattr(torch, "library") and hasattr(torch.library, "custom_op")
+
+if CUSTOM_OPS:
+    # Schemas: the tensors, the batch's token offsets (None for one
+    # sequence) and the options by name. The outputs are new tensors,
+    # contiguous, on the inputs' device: what the shape functions say.
+
+    @torch.library.custom_op("mxfa::attn_fwd", mutates_args=())
+    def _attn_fwd_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_q: Optional[List[int]],
+                     cu_k: Optional[List[int]], model: str, preset: str, p_scale: str, causal: str,
+                     softmax_scale: float, backend: str) -> Tuple[torch.Tensor, torch.Tensor]:
+        opts = dict(zip(_OPTION_NAMES, (model, preset, p_scale, causal, softmax_scale, backend)))
+        o, lse = _forward(q, k, v, cu_q, cu_k, opts)
+        return o, lse
+
+    @_attn_fwd_op.register_fake
+    def _attn_fwd_shapes(q, k, v, cu_q, cu_k, *options):
+        return q.new_empty(q.shape), q.new_empty(q.shape[:2], dtype=torch.float32)
+
+    @torch.library.custom_op("mxfa::attn_bwd", mutates_args=())
+    def _attn_bwd_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, do: torch.Tensor,
+                     lse: torch.Tensor, cu_q: Optional[List[int]], cu_k: Optional[List[int]], model: str,
+                     preset: str, p_scale: str, causal: str, softmax_scale: float,
+                     backend: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        opts = dict(zip(_OPTION_NAMES, (model, preset, p_scale, causal, softmax_scale, backend)))
+        dq, dk, dv = _backward(q, k, v, o, do, lse, cu_q, cu_k, opts)
+        return dq, dk, dv
+
+    @_attn_bwd_op.register_fake
+    def _attn_bwd_shapes(q, k, v, o, do, lse, cu_q, cu_k, *options):
+        return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+    def _attn_fwd_setup(ctx, inputs, output):
+        q, k, v, cu_q, cu_k = inputs[:5]
+        o, lse = output
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.rest = inputs[3:]
+        ctx.mark_non_differentiable(lse)
+
+    def _attn_fwd_grad(ctx, do, _dlse):
+        q, k, v, o, lse = ctx.saved_tensors
+        dq, dk, dv = _attn_bwd_op(q, k, v, o, do.to(o.dtype), lse, *ctx.rest)
+        return (dq, dk, dv) + (None,) * len(ctx.rest)
+
+    _attn_fwd_op.register_autograd(_attn_fwd_grad, setup_context=_attn_fwd_setup)
+
+
+def _apply(q, k, v, cu_q, cu_k, opts):
+    """(O, LSE) through the registered operators where PyTorch has them and
+    the backend is named (an mxfa.Context object is not an operator's
+    argument: it goes through the autograd.Function, as CUSTOM_OPS = False
+    sends every call)."""
+    if CUSTOM_OPS and isinstance(opts["backend"], str):
+        return torch.ops.mxfa.attn_fwd(q, k, v, cu_q, cu_k, *(opts[n] for n in _OPTION_NAMES))
+    return _AttentionFn.apply(q, k, v, cu_q, cu_k, opts)
 
 
 def _run(q, k, v, cu_q, cu_k, opts):
@@ -92,12 +176,14 @@ def _run(q, k, v, cu_q, cu_k, opts):
     dtype = q.dtype
     if dtype == torch.float16:  # widened exactly; O and the gradients rounded back by the casts' autograd
         q, k, v = q.float(), k.float(), v.float()
-    o, lse = _AttentionFn.apply(q, k, v, cu_q, cu_k, opts)
+    o, lse = _apply(q, k, v, cu_q, cu_k, opts)
     return o.to(dtype), lse
 
 
 def _offsets(batch, length):
-    return None if batch == 1 else np.arange(0, batch + 1, dtype=np.int64) * length
+    """The token offsets of `batch` sequences of `length` (a list: the
+    operators' schema, and traceable)."""
+    return None if batch == 1 else [i * length for i in range(batch + 1)]
 
 
 def attention(q, k, v, *, is_causal=False, scale=None, model="sm100", preset="rceil", p_scale="const",
@@ -156,7 +242,7 @@ def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max
         if mx is not None and a.size > 1 and int(np.max(np.diff(a))) > int(mx):
             raise ValueError("mxfa: %s holds a sequence of %d tokens, longer than max_seqlen %d" %
                              (n, int(np.max(np.diff(a))), int(mx)))
-        cu.append(a)
+        cu.append([int(x) for x in a])
     opts = _options(model, preset, p_scale, causal, causal_mode, softmax_scale, backend)
     o, lse = _run(q, k, v, cu[0], cu[1], opts)
     return (o, lse) if return_lse else o
