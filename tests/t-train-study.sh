@@ -1,8 +1,10 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# python3 -m mxfa.train_study at its smallest, on the CPU: one process, then
-# two under torch.distributed (DDP over gloo) with the same global batch, whose loss
-# curve must stay within the run-to-run spread of the first (the seeds'
+# python3 -m mxfa.train_study at its smallest, on the CPU: one process, its
+# attention at step 3 checked against the emulator (--check-at); one
+# under torch.distributed (DDP over gloo, a world of one), whose curves must
+# be the first's bytes; two with the same global batch, whose loss curve
+# must stay within the run-to-run spread of the first (the seeds'
 # difference); the files it writes and what they must say. SKIP without
 # numpy and PyTorch, or without text to train on (Debian: fortunes).
 py=${PYTHON:-python3}
@@ -33,12 +35,17 @@ PYTHONDONTWRITEBYTECODE=1
 export MXFA_LIBRARY PYTHONPATH PYTHONDONTWRITEBYTECODE
 small="--data $data --models sm100 --seeds 1,2 --layers 1 --d-model 64 --heads 1 --seq 64 --batch 4 --steps 6
     --eval-every 3 --eval-batches 2"
-OMP_NUM_THREADS=1 "$py" -m mxfa.train_study --out "$tmp/one" $small > "$tmp/one.log" 2>&1
+OMP_NUM_THREADS=1 "$py" -m mxfa.train_study --out "$tmp/one" $small --check-at 3 > "$tmp/one.log" 2>&1
 one=$?
 # Two processes through torch.distributed's env:// rendezvous, the variables
 # torchrun sets (torchrun itself fails at start under Debian's PyTorch 1.13
 # with Python 3.11, in its own argument handling).
 port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# One process under torch.distributed: DDP over gloo with a world of one,
+# which must change no byte of the curves.
+OMP_NUM_THREADS=1 RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    "$py" -m mxfa.train_study --out "$tmp/ddp1" $small > "$tmp/ddp1.log" 2>&1
+ddp1=$?
 for r in 0 1; do
     OMP_NUM_THREADS=1 RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
         "$py" -m mxfa.train_study --out "$tmp/two" $small > "$tmp/two.$r.log" 2>&1 &
@@ -48,9 +55,9 @@ wait "$pid0"
 two=$?
 wait "$pid1" || two=$?
 cat "$tmp/two.0.log" "$tmp/two.1.log" > "$tmp/two.log"
-"$py" - "$tmp" "$one" "$two" "$src" <<'PY'
+"$py" - "$tmp" "$one" "$two" "$src" "$ddp1" <<'PY'
 import csv, os, sys
-tmp, one, two, src = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+tmp, one, two, src, ddp1 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 n = 0
 def ok(c, what):
     global n
@@ -60,7 +67,15 @@ def log(name):
     return open(os.path.join(tmp, name + ".log")).read()
 ok(one == 0, "one process: exit 0 (%d)%s" % (one, "" if one == 0 else ": " + log("one")[-800:]))
 ok(two == 0, "two processes under torch.distributed, gloo: exit 0 (%d)%s" % (two, "" if two == 0 else ": " + log("two")[-800:]))
-files = ("loss.csv", "grads.csv", "probe.csv", "summary.csv", "summary.txt", "loss.svg")
+ok(ddp1 == 0, "one process under torch.distributed (DDP, gloo): exit 0 (%d)%s" %
+   (ddp1, "" if ddp1 == 0 else ": " + log("ddp1")[-800:]))
+def text(run, name):
+    p = os.path.join(tmp, run, name)
+    return open(p, "rb").read() if os.path.isfile(p) else None
+ok(text("one", "loss.csv") is not None and text("one", "loss.csv") == text("ddp1", "loss.csv") and
+   text("one", "grads.csv") == text("ddp1", "grads.csv"),
+   "DDP with one process: loss.csv and grads.csv are the plain run's bytes")
+files = ("loss.csv", "grads.csv", "logits.csv", "probe.csv", "summary.csv", "summary.txt", "loss.svg")
 for run in ("one", "two"):
     have = [f for f in files if os.path.isfile(os.path.join(tmp, run, f)) and os.path.getsize(os.path.join(tmp, run, f))]
     ok(len(have) == len(files), "%s: writes %s (has %s)" % (run, ", ".join(files), ", ".join(have)))
@@ -89,6 +104,12 @@ ok(abs(float(s.get("float32", {}).get("gap_to_baseline", "nan"))) == 0.0, "summa
 p = rows("one", "probe.csv")
 ok(len(p) == 2 * 3 and all(0.99 < float(r["cosine"]) <= 1.0 + 1e-9 and 0.9 < float(r["norm_ratio"]) < 1.1 for r in p),
    "probe: sm100's step-0 gradient is within 1%% of float32's in direction, layer by layer (%d rows)" % len(p))
+k = rows("one", "check.csv")
+ok(len(k) == 2 * 4 and {r["output"] for r in k} == {"O", "dQ", "dK", "dV"} and
+   all(r["step"] == "3" and r["model"] == "sm100" and int(r["identical"]) == int(r["words"]) == 2 * 64 * 64
+       and r["max_ulp"] == "0" and 0 < float(r["rel_l2_kernel"]) < 0.2 for r in k),
+   "check.csv (--check-at 3): O, dQ, dK, dV of both seeds' step 3, captured from training, are the emulator's "
+   "(%d rows)" % len(k))
 g = rows("one", "grads.csv")
 ok(g and all(r["ratio"] != "" for r in g) and
    all(float(r["ratio"]) == 1.0 for r in g if r["model"] == "float32"), "grads: every layer's ratio, 1 for the baseline")
