@@ -38,7 +38,7 @@ writes into DIR:
 The data: the text files of a directory (default: Debian's `fortunes`
 package, /usr/share/games/fortunes; any directory or file of text with
 --data), bytes as tokens, its last 5% held out. No download. The default
-size takes under ten minutes on 2 CPU cores; --device cuda and the size
+size takes about 3.5 minutes on 2 CPU cores; --device cuda and the size
 options scale it up. Under torchrun (DDP: gloo on the CPU, NCCL on GPUs)
 each process takes its share of the same global batch and rank 0 writes.
 """
