@@ -137,7 +137,8 @@ struct mxfa_backend {
 extern const mxfa_backend mxfa_backend_ref;
 extern const mxfa_backend mxfa_backend_cpu;
 
-/* The float64 truth of attention (cpu/ref/attn_truth.c), on checked views. */
+/* The float64 truth of attention (lib/truth.c), on checked views: not a
+ * backend, the measure every backend is held against. */
 mxfa_status mxfa_truth_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_nd *q,
                                 const mxfa_view_nd *k, const mxfa_view_nd *v, const int32_t *cu_q,
                                 const int32_t *cu_k, int batch, const mxfa_view_nd *o, const mxfa_view_nd *lse);
@@ -154,6 +155,23 @@ static inline void *view_nd_at(const mxfa_view_nd *v, const int64_t *idx)
     for (int i = 0; i < v->ndim; i++)
         off += idx[i] * v->stride[i];
     return (uint8_t *)v->base + (size_t)off * mxfa_dtype_size(v->dtype);
+}
+
+/* Element (i0, i1, i2) of a 3-D f32 or bf16 view as a float (bf16 widened
+ * exactly). */
+static inline float view_nd_load_f32(const mxfa_view_nd *v, int64_t i0, int64_t i1, int64_t i2)
+{
+    int64_t idx[3] = {i0, i1, i2};
+    const void *p = view_nd_at(v, idx);
+    uint32_t b;
+    if (v->dtype == MXFA_BF16) {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        b = bf16_to_f32_bits(h);
+    } else {
+        memcpy(&b, p, 4);
+    }
+    return f32_from_bits(b);
 }
 
 /* Record a failure on ctx (or, for ctx == NULL, on this thread) and return

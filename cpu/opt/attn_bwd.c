@@ -383,7 +383,7 @@ static float *load_slice(const mxfa_view_nd *v, int64_t t0, int64_t h, int64_t r
     if (x)
         for (int64_t r = 0; r < rows; r++)
             for (int64_t e = 0; e < d; e++)
-                x[r * d + e] = ref_load_f32_3d(v, t0 + r, h, e);
+                x[r * d + e] = view_nd_load_f32(v, t0 + r, h, e);
     return x;
 }
 
@@ -445,7 +445,7 @@ static int run_kv(bwd_kv *job, const mxfa_view_nd *q, const mxfa_view_nd *k, con
             memcpy(&job->lse[i], view_nd_at(lse, idx), 4);
             float acc = 0.0f;
             for (int64_t e = 0; e < d; e++)
-                acc += ref_load_f32_3d(dout, tq0 + i, h, e) * ref_load_f32_3d(o, tq0 + i, h, e);
+                acc += view_nd_load_f32(dout, tq0 + i, h, e) * view_nd_load_f32(o, tq0 + i, h, e);
             job->delta[i] = acc;
         }
         memset(job->dq, 0, (size_t)(lq * d) * 4);

@@ -282,7 +282,7 @@ mxfa_status mxfa_ref_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mx
                     st = mxfa_fail(ctx, MXFA_ERR_NO_MEMORY, "attention backward: out of memory");
                 for (int64_t j = 0; st == MXFA_OK && j < lk; j++)
                     for (int64_t e = 0; e < d; e++)
-                        job.kbf[e * lk + j] = job.kbf_rows[j * d + e] = f32_as_bf16(ref_load_f32_3d(k, cu_k[b] + j, g, e));
+                        job.kbf[e * lk + j] = job.kbf_rows[j * d + e] = f32_as_bf16(view_nd_load_f32(k, cu_k[b] + j, g, e));
             }
             for (int64_t h = g * group; h < (g + 1) * group && st == MXFA_OK && lk > 0 && lq > 0; h++) {
                 mxfa_view qs = mxfa_view_slice(q, 0, 2, cu_q[b] * q->stride[0] + h * q->stride[1], lq, d);
@@ -305,7 +305,7 @@ mxfa_status mxfa_ref_attn_bwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mx
                     memcpy(&job.lse[i], view_nd_at(lse, idx), 4);
                     float acc = 0.0f;
                     for (int64_t e = 0; e < d; e++)
-                        acc += ref_load_f32_3d(dout, cu_q[b] + i, h, e) * ref_load_f32_3d(o, cu_q[b] + i, h, e);
+                        acc += view_nd_load_f32(dout, cu_q[b] + i, h, e) * view_nd_load_f32(o, cu_q[b] + i, h, e);
                     job.delta[i] = acc;
                 }
                 int64_t lim_last_row = key_limit(&job, lq - 1);

@@ -260,7 +260,7 @@ mxfa_status mxfa_ref_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mx
                 }
                 for (int64_t j = 0; j < job.lk; j++)
                     for (int64_t e = 0; e < d; e++)
-                        job.vbf[e * job.lk + j] = ref_load_f32_3d(v, cu_k[b] + j, g, e);
+                        job.vbf[e * job.lk + j] = view_nd_load_f32(v, cu_k[b] + j, g, e);
             }
             for (int64_t h = g * group; h < (g + 1) * group && st == MXFA_OK; h++)
                 st = run_head(ctx, &job, q, cu_q[b], h, o, lse);

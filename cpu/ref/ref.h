@@ -33,23 +33,6 @@ static inline uint32_t ref_load_f32(const mxfa_view *v, int64_t r, int64_t c)
     return b;
 }
 
-/* Element (i0, i1, i2) of a 3-D f32 or bf16 view as a float (bf16 widened
- * exactly). */
-static inline float ref_load_f32_3d(const mxfa_view_nd *v, int64_t i0, int64_t i1, int64_t i2)
-{
-    int64_t idx[3] = {i0, i1, i2};
-    const void *p = view_nd_at(v, idx);
-    uint32_t b;
-    if (v->dtype == MXFA_BF16) {
-        uint16_t h;
-        memcpy(&h, p, 2);
-        b = bf16_to_f32_bits(h);
-    } else {
-        memcpy(&b, p, 4);
-    }
-    return f32_from_bits(b);
-}
-
 /* A NaN as the canonical 0x7FFFFFFF, for outputs (O, LSE, dQ, dK, dV):
  * the NaN an fp32 operation makes differs between processors (x86 makes
  * 0xFFC00000, a GPU 0x7FFFFFFF), and outputs must be the same bits on

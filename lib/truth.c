@@ -10,7 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "ref.h"
+#include "internal.h"
 
 /* Rows t0 .. t0 + n - 1 of head h of a 3-D view, widened to double into
  * x [n][d]: the loops below then run on plain arrays. */
@@ -19,7 +19,7 @@ static void gather(const mxfa_view_nd *v, int64_t t0, int64_t n, int64_t h, doub
     const int64_t d = v->shape[2];
     for (int64_t t = 0; t < n; t++)
         for (int64_t e = 0; e < d; e++)
-            x[t * d + e] = (double)ref_load_f32_3d(v, t0 + t, h, e);
+            x[t * d + e] = (double)view_nd_load_f32(v, t0 + t, h, e);
 }
 
 /*
