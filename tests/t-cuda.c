@@ -23,6 +23,7 @@
 
 #include "mxfa.h"
 #include "tap.h"
+#include "draws.h"
 
 static mxfa_ctx *ref, *gpu, *cpu;
 static int gpu_arch; /* 10 * major + minor */
@@ -893,29 +894,6 @@ static int bwd_case(int trial, int device, char *what, size_t what_len)
 
 /* ---- the block-scaled product under sm90-fp8 ---- */
 
-/* An fp8 code: any finite one, NaN and Inf (E5M2) rare unless calm. */
-static uint8_t fp8_code(mxfa_dtype dt, int calm)
-{
-    uint8_t v = (uint8_t)rng_below(256);
-    if (rng_below(8) == 0)
-        return 0; /* runs of zeros */
-    int special = dt == MXFA_E4M3 ? (v & 0x7F) == 0x7F : (v & 0x7F) >= 0x7C;
-    if (special && (calm || rng_below(64) != 0))
-        v &= 0xBF; /* a finite code of the same sign */
-    return v;
-}
-
-/* A scale: near 2^0, anywhere in E8M0's range (products of two leave fp32's
- * range: the exact promotion path), or NaN now and then. */
-static uint8_t scale_code(int mode)
-{
-    if (mode == 1)
-        return (uint8_t)rng_below(255);
-    if (mode == 2 && rng_below(100) == 0)
-        return 0xFF;
-    return (uint8_t)(117 + rng_below(21));
-}
-
 static int64_t gemm_dim(int64_t hi)
 {
     return rng_below(3) == 0 ? 1 + rng_below(40) : 1 + rng_below((uint32_t)hi);
@@ -940,13 +918,13 @@ static int gemm_case(int trial, int device, char *what, size_t what_len)
     buf sa = buf_new((size_t)(M * nkb), 0), sb = buf_new((size_t)(N * nkb), 0);
     buf c = buf_new(dl.elements * 4, 0);
     for (size_t i = 0; i < al.elements; i++)
-        a.host[i] = fp8_code(fa, calm);
+        a.host[i] = draw_fp8_code(&rng_state, fa, calm);
     for (size_t i = 0; i < bl.elements; i++)
-        b.host[i] = fp8_code(fb, calm);
+        b.host[i] = draw_fp8_code(&rng_state, fb, calm);
     for (size_t i = 0; i < sa.bytes; i++)
-        sa.host[i] = scale_code(mode);
+        sa.host[i] = draw_scale_code(&rng_state, mode);
     for (size_t i = 0; i < sb.bytes; i++)
-        sb.host[i] = scale_code(mode);
+        sb.host[i] = draw_scale_code(&rng_state, mode);
     for (size_t i = 0; i < dl.elements; i++) {
         uint32_t v = special_f32();
         if (calm && (v & 0x7F800000u) == 0x7F800000u)
@@ -1019,13 +997,13 @@ static void big_gemm(mxfa_model model)
     buf sa = buf_new((size_t)(M * nkb), 0), sb = buf_new((size_t)(N * nkb), 0);
     buf d[2] = {buf_new((size_t)(M * N) * 4, 0), buf_new((size_t)(M * N) * 4, 0)};
     for (size_t i = 0; i < a.bytes; i++)
-        a.host[i] = fp8_code(MXFA_E4M3, 1);
+        a.host[i] = draw_fp8_code(&rng_state, MXFA_E4M3, 1);
     for (size_t i = 0; i < b.bytes; i++)
-        b.host[i] = fp8_code(MXFA_E4M3, 1);
+        b.host[i] = draw_fp8_code(&rng_state, MXFA_E4M3, 1);
     for (size_t i = 0; i < sa.bytes; i++)
-        sa.host[i] = scale_code(0);
+        sa.host[i] = draw_scale_code(&rng_state, 0);
     for (size_t i = 0; i < sb.bytes; i++)
-        sb.host[i] = scale_code(0);
+        sb.host[i] = draw_scale_code(&rng_state, 0);
     mxfa_ctx *ctx[2] = {cpu, gpu};
     int good = 1;
     for (int i = 0; i < 2; i++) {

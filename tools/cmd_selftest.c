@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "draws.h"
 #include "watchdog.h"
 
 #define EXIT_SKIP 77
@@ -61,35 +62,7 @@ static uint64_t rng;
 
 static uint32_t below(uint32_t n)
 {
-    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (uint32_t)((z >> 32) * n >> 32);
-}
-
-/* An element code of dt: zeros in runs now and then, NaN (and for E5M2
- * Inf) only when not calm and then rarely. */
-static uint8_t fp8_code(mxfa_dtype dt, int calm)
-{
-    uint8_t v = (uint8_t)below(256);
-    if (below(8) == 0)
-        return below(2) ? 0x80 : 0; /* zeros of both signs */
-    const int special = dt == MXFA_E4M3 ? (v & 0x7F) == 0x7F : (v & 0x7F) >= 0x7C;
-    if (special && (calm || below(64) != 0))
-        v &= 0xBF;
-    return v;
-}
-
-/* A scale byte: near 2^0, anywhere in E8M0 (products leave fp32's range,
- * subnormal results), or with a NaN scale now and then. */
-static uint8_t scale_code(int mode)
-{
-    if (mode == 1)
-        return (uint8_t)below(255);
-    if (mode == 2 && below(100) == 0)
-        return 0xFF;
-    return (uint8_t)(117 + below(21));
+    return draw_below(&rng, n);
 }
 
 /* fp32 bits for C: ordinary values, signed zeros, subnormals, extremes, and
@@ -263,13 +236,13 @@ static void gemm_case(mxfa_ctx *test, mxfa_ctx *oracle, int big, outcome *o)
         goto done;
     }
     for (int64_t i = 0; i < M * K; i++)
-        a[i] = fp8_code(fa, calm);
+        a[i] = draw_fp8_code(&rng, fa, calm);
     for (int64_t i = 0; i < N * K; i++)
-        b[i] = fp8_code(fb, calm);
+        b[i] = draw_fp8_code(&rng, fb, calm);
     for (int64_t i = 0; i < M * nkb; i++)
-        sa[i] = scale_code(mode);
+        sa[i] = draw_scale_code(&rng, mode);
     for (int64_t i = 0; i < N * nkb; i++)
-        sb[i] = scale_code(mode);
+        sb[i] = draw_scale_code(&rng, mode);
     for (int64_t i = 0; i < M * N; i++) {
         const uint32_t v = c_bits(calm);
         memcpy(c + i, &v, 4);
