@@ -21,6 +21,13 @@ MXFA_API void mxfa_attn_params_default(mxfa_attn_params *p)
     p->block_n = 128;
 }
 
+MXFA_API float mxfa_attn_softmax_scale(const mxfa_attn_params *p, int64_t head_dim)
+{
+    if (p && p->softmax_scale != 0.0f)
+        return p->softmax_scale;
+    return head_dim > 0 ? (float)(1.0 / sqrt((double)head_dim)) : NAN;
+}
+
 /* Check everything; on success *r holds complete parameters (defaults filled
  * in) and cu_q/cu_k point at valid offsets (dense ones in dense_q/dense_k). */
 static mxfa_status check_attn(mxfa_ctx *ctx, const char *fn, const mxfa_attn_params *p, const mxfa_tensor *q,
@@ -35,13 +42,13 @@ static mxfa_status check_attn(mxfa_ctx *ctx, const char *fn, const mxfa_attn_par
         *r = *p;
     else
         mxfa_attn_params_default(r);
-    if ((unsigned)r->model > MXFA_MODEL_SM90_BF16)
+    if ((unsigned)r->model >= MXFA_MODEL_COUNT)
         return mxfa_fail(ctx, MXFA_ERR_INVALID, "%s: unknown model %d", fn, (int)r->model);
-    if ((unsigned)r->preset > MXFA_PRESET_MICROXCALING)
+    if ((unsigned)r->preset >= MXFA_PRESET_COUNT)
         return mxfa_fail(ctx, MXFA_ERR_INVALID, "%s: unknown preset %d", fn, (int)r->preset);
-    if ((unsigned)r->p_scale > MXFA_P_DYNAMIC)
+    if ((unsigned)r->p_scale >= MXFA_P_SCALE_COUNT)
         return mxfa_fail(ctx, MXFA_ERR_INVALID, "%s: unknown P scaling %d", fn, (int)r->p_scale);
-    if ((unsigned)r->causal > MXFA_CAUSAL_PLAIN)
+    if ((unsigned)r->causal >= MXFA_CAUSAL_COUNT)
         return mxfa_fail(ctx, MXFA_ERR_INVALID, "%s: unknown causal mode %d", fn, (int)r->causal);
     if (!(r->softmax_scale >= 0.0f) || isinf(r->softmax_scale))
         return mxfa_fail(ctx, MXFA_ERR_INVALID, "%s: softmax_scale must be finite and positive (0 for D^-1/2)", fn);
@@ -108,8 +115,7 @@ static mxfa_status check_attn(mxfa_ctx *ctx, const char *fn, const mxfa_attn_par
             }
         }
     }
-    if (r->softmax_scale == 0.0f)
-        r->softmax_scale = (float)(1.0 / sqrt((double)d));
+    r->softmax_scale = mxfa_attn_softmax_scale(r, d);
     return MXFA_OK;
 }
 

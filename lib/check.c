@@ -69,7 +69,7 @@ mxfa_status mxfa_check_memory(mxfa_ctx *ctx, const char *what, const mxfa_tensor
 
 static int dtype_known(mxfa_dtype d)
 {
-    return (unsigned)d <= MXFA_I32;
+    return (unsigned)d < MXFA_DTYPE_COUNT;
 }
 
 mxfa_status mxfa_check_matrix(mxfa_ctx *ctx, const char *what, const mxfa_tensor *t,
@@ -153,7 +153,7 @@ mxfa_status mxfa_check_tensor(mxfa_ctx *ctx, const char *what, const mxfa_tensor
     if (!dtype_known(t->dtype) || !(dtypes & DT(t->dtype))) {
         char list[128] = "";
         size_t n = 0;
-        for (int d = 0; d <= MXFA_I32; d++)
+        for (int d = 0; d < MXFA_DTYPE_COUNT; d++)
             if (dtypes & DT(d))
                 n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "",
                                       mxfa_dtype_name((mxfa_dtype)d));

@@ -34,7 +34,7 @@ static mxfa_status gemm_in_env(mxfa_ctx *ctx, const mxfa_mx *a, const mxfa_mx *b
     mxfa_clear_error(ctx);
     if (!a || !b)
         return mxfa_fail(ctx, MXFA_ERR_NULL, "mxfa_gemm: %s is NULL", a ? "b" : "a");
-    if ((unsigned)model > MXFA_MODEL_SM90_BF16)
+    if ((unsigned)model >= MXFA_MODEL_COUNT)
         return mxfa_fail(ctx, MXFA_ERR_INVALID, "mxfa_gemm: unknown model %d", (int)model);
     const mxfa_mx *ops[2] = {a, b};
     mxfa_view dv[2], sv[2], cv, outv;

@@ -44,7 +44,7 @@ MXFA_API mxfa_status mxfa_jagged_scale_rows(const int32_t *cu_seqlens, int batch
 
 static mxfa_status check_block(mxfa_ctx *ctx, mxfa_block block)
 {
-    if ((unsigned)block > MXFA_BLOCK_SQUARE)
+    if ((unsigned)block >= MXFA_BLOCK_COUNT)
         return mxfa_fail(ctx, MXFA_ERR_INVALID, "unknown block shape %d", (int)block);
     return MXFA_OK;
 }
@@ -69,7 +69,7 @@ static mxfa_status quantize_common(mxfa_ctx *ctx, const char *fn, const mxfa_ten
     CHECK(mxfa_check_matrix(ctx, "x", x, DT(MXFA_F32) | DT(MXFA_BF16), -1, -1, 0, &xv));
     if (!out)
         return mxfa_fail(ctx, MXFA_ERR_NULL, "%s: out is NULL", fn);
-    if ((unsigned)preset > MXFA_PRESET_MICROXCALING)
+    if ((unsigned)preset >= MXFA_PRESET_COUNT)
         return mxfa_fail(ctx, MXFA_ERR_INVALID, "%s: unknown preset %d", fn, (int)preset);
     CHECK(check_block(ctx, out->block));
     CHECK(check_compact(ctx, "out", out->layout));

@@ -162,6 +162,9 @@ typedef enum mxfa_dtype {
     MXFA_F64 = 5,  /* IEEE binary64 */
     MXFA_I32 = 6   /* int32_t */
 } mxfa_dtype;
+/* Each enum's values run from 0 to its count - 1: the one place that says
+ * how many there are (every table of the library is checked against it). */
+#define MXFA_DTYPE_COUNT 7
 
 typedef enum mxfa_memory {
     MXFA_MEM_HOST = 0,  /* CPU memory (the cuda backend copies it through the device) */
@@ -238,6 +241,7 @@ typedef enum mxfa_block {
     MXFA_BLOCK_COL = 1,   /* 32x1: 32 neighbours along the first dimension */
     MXFA_BLOCK_SQUARE = 2 /* 32x32: one scale for a whole tile */
 } mxfa_block;
+#define MXFA_BLOCK_COUNT 3
 
 /* How a block's scale and elements are chosen; see docs/NUMERICS.md. */
 typedef enum mxfa_preset {
@@ -246,11 +250,13 @@ typedef enum mxfa_preset {
     MXFA_PRESET_TORCHAO_RCEIL = 2,/* rceil without saturation; NaN/Inf poison */
     MXFA_PRESET_MICROXCALING = 3  /* ocp with elements rounded ties-away */
 } mxfa_preset;
+#define MXFA_PRESET_COUNT 4
 
 typedef enum mxfa_layout {
     MXFA_LAYOUT_COMPACT = 0, /* row-major scale matrix */
     MXFA_LAYOUT_SWIZZLED = 1 /* 128x4 atoms of 512 bytes (tcgen05, cuBLAS) */
 } mxfa_layout;
+#define MXFA_LAYOUT_COUNT 2
 
 /*
  * An MXFP8 matrix: data holds one FP8 byte (dtype MXFA_E4M3 or MXFA_E5M2) per
@@ -424,6 +430,7 @@ typedef enum mxfa_model {
     MXFA_MODEL_SM90_FP8 = 2,
     MXFA_MODEL_SM90_BF16 = 3
 } mxfa_model;
+#define MXFA_MODEL_COUNT 4
 
 MXFA_API const char *mxfa_model_name(mxfa_model model);
 MXFA_API mxfa_status mxfa_model_parse(const char *name, mxfa_model *model);
@@ -483,6 +490,7 @@ typedef enum mxfa_p_scale {
     MXFA_P_CONST = 0,  /* one fixed scale 2^-8 (byte 0x77) for all of P */
     MXFA_P_DYNAMIC = 1 /* row blocks of 32 keys, scale by the rceil rule */
 } mxfa_p_scale;
+#define MXFA_P_SCALE_COUNT 2
 
 typedef enum mxfa_causal {
     MXFA_CAUSAL_NONE = 0,
@@ -495,6 +503,7 @@ typedef enum mxfa_causal {
      * keys. For studies of that leak. */
     MXFA_CAUSAL_PLAIN = 2
 } mxfa_causal;
+#define MXFA_CAUSAL_COUNT 3
 
 typedef struct mxfa_attn_params {
     mxfa_model model;      /* the MMA numerics (default sm100) */
@@ -506,6 +515,10 @@ typedef struct mxfa_attn_params {
 } mxfa_attn_params;
 
 MXFA_API void mxfa_attn_params_default(mxfa_attn_params *p);
+/* The softmax scale a call with parameters p (NULL: the defaults) uses at
+ * head dimension head_dim: p->softmax_scale, or where that is 0,
+ * 1/sqrt(head_dim) rounded once to fp32. */
+MXFA_API float mxfa_attn_softmax_scale(const mxfa_attn_params *p, int64_t head_dim);
 MXFA_API const char *mxfa_p_scale_name(mxfa_p_scale p);
 MXFA_API mxfa_status mxfa_p_scale_parse(const char *name, mxfa_p_scale *p);
 

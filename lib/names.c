@@ -13,6 +13,12 @@ static const char *const p_scale_names[] = {"const", "dynamic"};
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
+_Static_assert(COUNT(block_names) == MXFA_BLOCK_COUNT, "a name for every mxfa_block");
+_Static_assert(COUNT(preset_names) == MXFA_PRESET_COUNT, "a name for every mxfa_preset");
+_Static_assert(COUNT(layout_names) == MXFA_LAYOUT_COUNT, "a name for every mxfa_layout");
+_Static_assert(COUNT(model_names) == MXFA_MODEL_COUNT, "a name for every mxfa_model");
+_Static_assert(COUNT(p_scale_names) == MXFA_P_SCALE_COUNT, "a name for every mxfa_p_scale");
+
 static const char *name_of(const char *const *names, int n, int v)
 {
     return v >= 0 && v < n ? names[v] : "unknown";

@@ -462,6 +462,26 @@ static void products(void)
            "mxfa_mma_chain: D over B");
 }
 
+/* The default softmax scale, as every backend and the CLI take it from the
+ * library: 1/sqrt(D) computed in double and rounded once to fp32. */
+static void softmax_scale(void)
+{
+    mxfa_attn_params p;
+    mxfa_attn_params_default(&p);
+    int good = 1;
+    for (int64_t d = 1; d <= 512; d++) {
+        const float want = (float)(1.0 / sqrt((double)d));
+        good &= mxfa_attn_softmax_scale(NULL, d) == want && mxfa_attn_softmax_scale(&p, d) == want;
+    }
+    ok(good, "default softmax scale: fl(1/sqrt(D)) for D = 1 .. 512, with NULL and default parameters");
+    ok(mxfa_attn_softmax_scale(NULL, 64) == 0.125f && mxfa_attn_softmax_scale(NULL, 256) == 0.0625f,
+       "default softmax scale: 1/8 at D = 64, 1/16 at D = 256");
+    p.softmax_scale = 0.3f;
+    ok(mxfa_attn_softmax_scale(&p, 64) == 0.3f, "a given softmax scale is used as it is");
+    ok(isnan(mxfa_attn_softmax_scale(NULL, 0)) && isnan(mxfa_attn_softmax_scale(NULL, -4)),
+       "no default softmax scale for a head dimension below 1: NaN");
+}
+
 int main(void)
 {
     rng_seed_from_env(1);
@@ -478,6 +498,7 @@ int main(void)
         return done_testing();
     attention();
     products();
+    softmax_scale();
     mxfa_close(ctx);
     return done_testing();
 }

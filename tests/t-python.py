@@ -92,6 +92,17 @@ if os.path.exists(pyproject):
        (stated, mxfa.__version__))
 else:
     skip("python/pyproject.toml is not beside the package (an installed package)")
+# the package's enum tables (python/mxfa/_capi.py) are the library's: each
+# value's name from mxfa_*_name, and the value after the last is unknown
+import ctypes  # noqa: E402 (only here: the name functions are not in the package's prototypes)
+for fn, table in (("mxfa_dtype_name", mxfa._capi.DTYPES), ("mxfa_block_name", mxfa._capi.BLOCKS),
+                  ("mxfa_preset_name", mxfa._capi.PRESETS), ("mxfa_layout_name", mxfa._capi.LAYOUTS),
+                  ("mxfa_model_name", mxfa._capi.MODELS), ("mxfa_p_scale_name", mxfa._capi.P_SCALES)):
+    name = getattr(mxfa._capi.lib, fn)
+    name.restype, name.argtypes = ctypes.c_char_p, [ctypes.c_int]
+    lib_names = {name(i).decode(): i for i in range(len(table))}
+    ok(lib_names == table and name(len(table)).decode() == "unknown",
+       "%s: the package's table %s is the library's %s" % (fn, table, lib_names))
 b = mxfa.backends()
 ok(b["ref"]["built"] and b["ref"]["usable"] and b["cpu"]["built"] and b["cpu"]["usable"] and
    (b["cuda"]["usable"] or b["cuda"]["why"] != ""),

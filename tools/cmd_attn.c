@@ -379,7 +379,7 @@ int cmd_attn(int argc, char **argv)
                "backend %s\n", mxfa_model_name(p.model),
                mxfa_preset_name(p.preset), mxfa_p_scale_name(p.p_scale),
                p.causal == MXFA_CAUSAL ? "causal" : p.causal == MXFA_CAUSAL_PLAIN ? "causal (plain)" : "non-causal",
-               p.softmax_scale > 0 ? p.softmax_scale : 1.0 / sqrt((double)d), p.block_m, p.block_n,
+               (double)mxfa_attn_softmax_scale(&p, d), p.block_m, p.block_n,
                mxfa_backend_name(ctx));
         metrics_header();
         metrics_row("O", &mo);

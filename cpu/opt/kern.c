@@ -23,6 +23,7 @@
 #endif
 
 #include "kern.h"
+#include "mma.h"
 
 typedef double v8df __attribute__((vector_size(64)));
 typedef uint8_t v64qu __attribute__((vector_size(64)));
@@ -223,10 +224,10 @@ static inline int combine_in_exponent(const kern_partial *p, int r, int sa, cons
         v16si ef = (v16si)((a >> 23) & 0xFFu);
         v16si anz = (v16si)((a & 0x7FFFFFFFu) != 0u), pnz = ep >= (FX_PROD_MIN - 128);
         v16si racc = max16(ef, (v16si){0} + 1) - 127;
-        v16si floor = (v16si){0} - 133;
+        v16si floor = (v16si){0} + MMA_EMAX_FLOOR;
         v16si emax = max16(sel16i(pnz, ep + s, floor), sel16i(anz, racc, floor));
-        v16si ok = (ef != 255) & (~pnz | (s - nl >= emax - 25));
-        /* the accumulator truncated on the grid 2^(emax - 25): its low k bits cleared */
+        v16si ok = (ef != 255) & (~pnz | (s - nl >= emax - MMA_F_SM100));
+        /* the accumulator truncated on the grid 2^(emax - F): its low k bits cleared */
         v16si k = emax - racc - 2;
         v16su kc = (v16su)sel16i(k < 0, (v16si){0}, sel16i(k > 31, (v16si){0} + 31, k));
         v16su m = sel16((v16si)(k >= 24), (v16su){0} + 0x80000000u, ~(v16su){0} << kc);
@@ -624,11 +625,11 @@ static unsigned fix(kern_combine how, int kn, const double *a, const uint16_t *a
             }
             if (how == KERN_IN_EXPONENT) {
                 v8di ef = (av >> 23) & 0xFF, racc = sel(ef == 0, SPLAT(-126), ef - 127);
-                v8di floor = SPLAT(-133), anz = (av & 0x7FFFFFFF) != 0;
+                v8di floor = SPLAT(MMA_EMAX_FLOOR), anz = (av & 0x7FFFFFFF) != 0;
                 v8di e1 = sel(pnz, ep + s, floor), e2 = sel(anz, racc, floor);
-                g = sel(e1 > e2, e1, e2) - 25 - s;
+                g = sel(e1 > e2, e1, e2) - MMA_F_SM100 - s;
             } else { /* KERN_TRUNC13_PROMOTE: the products alone, unscaled */
-                g = sel(ep > -133, ep, SPLAT(-133)) - 13;
+                g = sel(ep > MMA_EMAX_FLOOR, ep, SPLAT(MMA_EMAX_FLOOR)) - MMA_F_SM90_FP8;
             }
             g = sel(want, g, SPLAT(0));
             gmax = sel(want & (g > gmax), g, gmax);
@@ -759,10 +760,10 @@ static unsigned combine_in_exponent_avx512(kern_partial *p, int mr, unsigned row
             __m512i ef = _mm512_and_si512(_mm512_srli_epi32(a, 23), ff);
             __mmask16 anz = _mm512_test_epi32_mask(a, _mm512_set1_epi32(0x7FFFFFFF));
             __m512i racc = _mm512_sub_epi32(_mm512_max_epi32(ef, one), _mm512_set1_epi32(127));
-            __m512i emax = _mm512_mask_mov_epi32(_mm512_set1_epi32(-133), pnz, _mm512_add_epi32(epb, s));
+            __m512i emax = _mm512_mask_mov_epi32(_mm512_set1_epi32(MMA_EMAX_FLOOR), pnz, _mm512_add_epi32(epb, s));
             emax = _mm512_mask_max_epi32(emax, anz, emax, racc);
-            /* products off the grid 2^(emax - 25): s - nl < emax - 25 */
-            __m512i low = _mm512_add_epi32(_mm512_sub_epi32(s, nlb), _mm512_set1_epi32(128 + 128 + 25));
+            /* products off the grid 2^(emax - F): s - nl < emax - F */
+            __m512i low = _mm512_add_epi32(_mm512_sub_epi32(s, nlb), _mm512_set1_epi32(128 + 128 + MMA_F_SM100));
             __mmask16 lowbits = _mm512_cmplt_epi32_mask(low, emax);
             __mmask16 ok = _mm512_cmpneq_epi32_mask(ef, ff) & ~(pnz & lowbits);
             /* the accumulator on the grid: its low k bits cleared */
@@ -791,9 +792,9 @@ static unsigned combine_in_exponent_avx512(kern_partial *p, int mr, unsigned row
             _mm512_mask_storeu_epi32(&ac[j0], done, _mm512_maskz_mov_epi32((__mmask16)~tz, res));
             _mm512_mask_storeu_epi32(&pend[j0], (__mmask16)(~done & fresh),
                                      _mm512_mask_mov_epi32(one, cut_off, _mm512_set1_epi32(KERN_TRUNCATE)));
-            /* g = emax - 25 - s in units of the unscaled products */
+            /* g = emax - F - s in units of the unscaled products */
             _mm512_mask_storeu_epi32(&p->grid[r][j0], cut_off,
-                                     _mm512_sub_epi32(emax, _mm512_add_epi32(s, _mm512_set1_epi32(128 + 25))));
+                                     _mm512_sub_epi32(emax, _mm512_add_epi32(s, _mm512_set1_epi32(128 + MMA_F_SM100))));
             _mm512_mask_storeu_epi32(&p->acc_cut[r][j0], cut_off, at);
             __mmask16 wide_span = _mm512_mask_cmpgt_epi32_mask(cut_off, _mm512_add_epi32(epb, nlb),
                                                                _mm512_set1_epi32(256 + 46));

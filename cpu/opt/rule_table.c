@@ -13,9 +13,7 @@
 
 #include "kern.h"
 
-#define NPRESETS 4
-
-static rule_table tables[2][NPRESETS]; /* [E5M2?][preset] */
+static rule_table tables[2][MXFA_PRESET_COUNT]; /* [E5M2?][preset] */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static uint8_t scale_of(const fp8_format *fmt, mxfa_preset preset, uint32_t amax)
@@ -50,7 +48,7 @@ static void build(rule_table *t, const fp8_format *fmt, mxfa_preset preset)
 
 static void build_all(void)
 {
-    for (int p = 0; p < NPRESETS; p++) {
+    for (int p = 0; p < MXFA_PRESET_COUNT; p++) {
         build(&tables[0][p], &mxfa_fp8_e4m3, (mxfa_preset)p);
         build(&tables[1][p], &mxfa_fp8_e5m2, (mxfa_preset)p);
     }

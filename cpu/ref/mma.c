@@ -17,12 +17,12 @@
  * The Blackwell row takes the same from MMA-Sim, unverified here.
  */
 static const mma_step step_exact = {"exact 32-block sum", 32, MMA_EXACT, MMA_EXACT, 1, INT_MIN, 0};
-static const mma_step step_sm100_mxf8 = {"tcgen05.mma kind::mxf8f6f4", 32, 25, 24, 1, -133, 1};
-static const mma_step step_sm100_bf16 = {"tcgen05.mma kind::f16 (bf16)", 16, 25, 24, 1, -133, 1};
-const mma_step mxfa_step_sm90_wgmma_fp8 = {"wgmma fp8 k32", 32, 13, 14, 1, -133, 1};
-const mma_step mxfa_step_sm90_wgmma_bf16 = {"wgmma bf16 k16", 16, 25, 24, 1, -133, 1};
+static const mma_step step_sm100_mxf8 = {"tcgen05.mma kind::mxf8f6f4", 32, MMA_F_SM100, 24, 1, MMA_EMAX_FLOOR, 1};
+static const mma_step step_sm100_bf16 = {"tcgen05.mma kind::f16 (bf16)", 16, MMA_F_SM100, 24, 1, MMA_EMAX_FLOOR, 1};
+const mma_step mxfa_step_sm90_wgmma_fp8 = {"wgmma fp8 k32", 32, MMA_F_SM90_FP8, 14, 1, MMA_EMAX_FLOOR, 1};
+const mma_step mxfa_step_sm90_wgmma_bf16 = {"wgmma bf16 k16", 16, MMA_F_SM90_BF16, 24, 1, MMA_EMAX_FLOOR, 1};
 
-const mma_model_def mxfa_mma_models[4] = {
+const mma_model_def mxfa_mma_models[MXFA_MODEL_COUNT] = {
     [MXFA_MODEL_IDEAL] = {&step_exact, MMA_SCALE_AT_PROMOTION, &step_exact},
     [MXFA_MODEL_SM100] = {&step_sm100_mxf8, MMA_SCALE_IN_EXPONENT, &step_sm100_bf16},
     [MXFA_MODEL_SM90_FP8] = {&mxfa_step_sm90_wgmma_fp8, MMA_SCALE_AT_PROMOTION, &mxfa_step_sm90_wgmma_bf16},

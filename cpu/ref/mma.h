@@ -44,6 +44,14 @@ typedef struct mma_operand {
 
 /* One fused step: what one tensor-core instruction does with its products
  * and, when it is given one, the accumulator. */
+/* The tensor cores' constants, named once: the rows of mma.c are built
+ * from them, and the cpu backend's vector kernels (cpu/opt/kern.c) build
+ * them into their code. */
+#define MMA_EMAX_FLOOR (-133) /* a zero term's exponent in the alignment */
+#define MMA_F_SM100 25        /* F of tcgen05.mma, both kinds */
+#define MMA_F_SM90_FP8 13     /* F of wgmma's fp8 kinds */
+#define MMA_F_SM90_BF16 25    /* F of wgmma's bf16 kind */
+
 typedef struct mma_step {
     const char *name;
     int group;           /* products per step (the instruction's K) */
@@ -80,7 +88,7 @@ typedef struct mma_model_def {
 extern const mma_step mxfa_step_sm90_wgmma_fp8;
 extern const mma_step mxfa_step_sm90_wgmma_bf16;
 /* The models, indexed by mxfa_model. */
-extern const mma_model_def mxfa_mma_models[4];
+extern const mma_model_def mxfa_mma_models[MXFA_MODEL_COUNT];
 
 /* Decode an E4M3/E5M2 code or a bf16 value into an operand. */
 mma_operand mxfa_mma_operand_fp8(const fp8_format *fmt, uint8_t code);
