@@ -306,8 +306,10 @@ static mxfa_status attn_bwd_mx_in_env(mxfa_ctx *ctx, const mxfa_attn_params *p, 
     }
     mxfa_tensor tk_ = {gk, MXFA_F32, MXFA_MEM_HOST, 3, {tk, hkv, d}, {0}}, tv_ = tk_;
     tv_.data = gv;
-    mxfa_status st = mxfa_attn_bwd(ctx, &r, q, k, v, o, dout, lse, cu_seqlens_q == dqo ? NULL : cu_seqlens_q,
-                                   cu_seqlens_q == dqo ? NULL : cu_seqlens_k, batch, dq, &tk_, &tv_);
+    /* the fp32 gradients by the backward pass's own path (checks and
+     * dispatch), not the public entry point: the environment is set */
+    mxfa_status st = attn_bwd_in_env(ctx, &r, q, k, v, o, dout, lse, cu_seqlens_q == dqo ? NULL : cu_seqlens_q,
+                                     cu_seqlens_q == dqo ? NULL : cu_seqlens_k, batch, dq, &tk_, &tv_);
     int64_t blk0 = 0;
     for (int b = 0; b < batch && st == MXFA_OK; b++) {
         int64_t len = (int64_t)cu_seqlens_k[b + 1] - cu_seqlens_k[b];
