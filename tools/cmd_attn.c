@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "outset.h"
 
 static const char attn_help[] =
     "usage: mxfa attn --q Q.npy --k K.npy --v V.npy --out O.npy [options]\n"
@@ -100,33 +101,18 @@ static void warn_no_scores(const char *cmd, int n, const char *const *names, con
         cli_warn_no_score(cmd, names[i], "the float64 truth", &m[i]);
 }
 
-/* Write n float32 arrays atomically as a set: all files appear, or none. */
+/* Write n float32 arrays as a set (outset.h): all files appear, or none. */
 static int write_set(const char *cmd, int n, const char *const *paths, const int *ndims, const int64_t (*shapes)[3],
                      float *const *data)
 {
-    char tmp[4][PATH_MAX], err[PATH_MAX + 256];
-    int made = 0, committed = 0, rc = 0;
-    for (; made < n; made++)
-        if (npy_write_temp(paths[made], NPY_F32, ndims[made], shapes[made], data[made], tmp[made], PATH_MAX, err,
-                           sizeof err) != MXFA_OK) {
-            /* temporaries 0 .. made-1 exist; nothing is in place yet */
-            rc = cli_error(cmd, "%s", err);
-            for (int i = 0; i < made; i++)
-                npy_discard(tmp[i]);
-            return rc;
+    static outset set; /* large: not on the stack */
+    set.n = 0;
+    for (int i = 0; i < n; i++)
+        if (outset_npy(&set, paths[i], NPY_F32, ndims[i], shapes[i], data[i])) {
+            outset_discard(&set);
+            return cli_error(cmd, "%s", set.err);
         }
-    for (; committed < n; committed++)
-        if (npy_commit(tmp[committed], paths[committed], err, sizeof err) != MXFA_OK) {
-            /* the failed temporary is already gone: undo the renamed ones and
-             * drop the rest */
-            rc = cli_error(cmd, "%s", err);
-            for (int i = 0; i < committed; i++)
-                remove(paths[i]);
-            for (int i = committed + 1; i < made; i++)
-                npy_discard(tmp[i]);
-            return rc;
-        }
-    return 0;
+    return outset_commit(&set) ? cli_error(cmd, "%s", set.err) : 0;
 }
 
 /* The backward pass: dO read, O and LSE read or recomputed, dQ, dK, dV

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "outset.h"
 
 static const char quantize_help[] =
     "usage: mxfa quantize IN.npy --data OUT.npy --scales OUT.npy [options]\n"
@@ -105,27 +106,17 @@ static int scale_shape(const char *cmd, const options *o, int64_t rows, int64_t 
     return 0;
 }
 
-/* Write two arrays atomically as a pair: both files appear, or neither. */
+/* Write two arrays as a pair (outset.h): both files appear, or neither. */
 static int write_pair(const char *cmd, const char *path1, npy_dtype t1, const int64_t *s1, const void *d1,
                       const char *path2, npy_dtype t2, const int64_t *s2, const void *d2)
 {
-    char tmp1[PATH_MAX], tmp2[PATH_MAX], err[PATH_MAX + 256];
-    if (npy_write_temp(path1, t1, 2, s1, d1, tmp1, sizeof tmp1, err, sizeof err) != MXFA_OK)
-        return cli_error(cmd, "%s", err);
-    if (path2 && npy_write_temp(path2, t2, 2, s2, d2, tmp2, sizeof tmp2, err, sizeof err) != MXFA_OK) {
-        npy_discard(tmp1);
-        return cli_error(cmd, "%s", err);
+    static outset set; /* large: not on the stack */
+    set.n = 0;
+    if (outset_npy(&set, path1, t1, 2, s1, d1) || (path2 && outset_npy(&set, path2, t2, 2, s2, d2))) {
+        outset_discard(&set);
+        return cli_error(cmd, "%s", set.err);
     }
-    if (npy_commit(tmp1, path1, err, sizeof err) != MXFA_OK) {
-        if (path2)
-            npy_discard(tmp2);
-        return cli_error(cmd, "%s", err);
-    }
-    if (path2 && npy_commit(tmp2, path2, err, sizeof err) != MXFA_OK) {
-        remove(path1);
-        return cli_error(cmd, "%s", err);
-    }
-    return 0;
+    return outset_commit(&set) ? cli_error(cmd, "%s", set.err) : 0;
 }
 
 /* What quantization did: scale range, saturated and flushed elements, and

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "outset.h"
 #include "svg.h"
 
 static const char study_help[] =
@@ -962,59 +963,17 @@ static void print_user_findings(const study *st, const study_opts *o)
     }
 }
 
-/* ---- output files: written beside their final names (npy.h's temporary
- * files), renamed together ---- */
+/* ---- output files: a set (outset.h), all written or none ---- */
 
-enum { MAX_FILES = 8 };
-
-typedef struct fileset {
-    int n;
-    char path[MAX_FILES][PATH_MAX], tmp[MAX_FILES][PATH_MAX + 16];
-    char err[PATH_MAX + 256];
-} fileset;
-
-static FILE *fileset_open(fileset *fs, const char *dir, const char *name)
+/* Open dir/name as the set's next file; NULL with the set's err set. */
+static FILE *open_in(outset *set, const char *dir, const char *name)
 {
-    if (fs->n == MAX_FILES)
-        return NULL;
-    int i = fs->n;
-    if (snprintf(fs->path[i], PATH_MAX, "%s/%s", dir, name) >= PATH_MAX) {
-        snprintf(fs->err, sizeof fs->err, "%s/%s: path too long", dir, name);
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
+        snprintf(set->err, sizeof set->err, "%s/%s: path too long", dir, name);
         return NULL;
     }
-    FILE *f = npy_create_temp(fs->path[i], fs->tmp[i], sizeof fs->tmp[i], fs->err, sizeof fs->err);
-    if (f)
-        fs->n++;
-    return f;
-}
-
-/* Close f, the set's newest file; -1 (the file removed) if anything failed
- * to be written. */
-static int fileset_close(fileset *fs, FILE *f)
-{
-    int i = fs->n - 1;
-    if (npy_close_temp(f, fs->tmp[i], fs->path[i], fs->err, sizeof fs->err) == MXFA_OK)
-        return 0;
-    fs->n--;
-    return -1;
-}
-
-static void fileset_discard(fileset *fs)
-{
-    for (int i = 0; i < fs->n; i++)
-        npy_discard(fs->tmp[i]);
-    fs->n = 0;
-}
-
-static int fileset_commit(fileset *fs)
-{
-    for (int i = 0; i < fs->n; i++)
-        if (npy_commit(fs->tmp[i], fs->path[i], fs->err, sizeof fs->err) != MXFA_OK) {
-            for (int j = i + 1; j < fs->n; j++)
-                npy_discard(fs->tmp[j]);
-            return cli_error(cmd, "%s", fs->err);
-        }
-    return 0;
+    return outset_open(set, path);
 }
 
 /* results.csv: one row per configuration and output; docs/STUDY.md
@@ -1144,28 +1103,30 @@ static int histogram_chart(FILE *f, const study *st, const char *title)
  * the list of their names for the message. 0 or an exit status. */
 static int write_files(const study *st, const study_opts *o, const char *out_dir, const char **names)
 {
-    fileset fs = {0};
+    static outset fs; /* large: not on the stack */
     FILE *f;
     int bad = 0;
     char hist_title[96];
-    if ((f = fileset_open(&fs, out_dir, "results.csv")) != NULL) {
+    fs.n = 0;
+    fs.err[0] = '\0';
+    if ((f = open_in(&fs, out_dir, "results.csv")) != NULL) {
         csv_write(f, st);
-        bad |= fileset_close(&fs, f);
+        bad |= outset_close(&fs, f);
     } else {
         bad = 1;
     }
     if (o->demo) {
-        if (!bad && (f = fileset_open(&fs, out_dir, "error_vs_seqlen.svg")) != NULL) {
+        if (!bad && (f = open_in(&fs, out_dir, "error_vs_seqlen.svg")) != NULL) {
             bad |= sweep_chart(f, st, "seqlen", X_SEQLEN, o,
                                "MXFP8 attention: error against sequence length (normal data)");
-            bad |= fileset_close(&fs, f);
+            bad |= outset_close(&fs, f);
         } else {
             bad = 1;
         }
-        if (!bad && (f = fileset_open(&fs, out_dir, "error_vs_outlier.svg")) != NULL) {
+        if (!bad && (f = open_in(&fs, out_dir, "error_vs_outlier.svg")) != NULL) {
             bad |= sweep_chart(f, st, "outlier", X_OUTLIER, o,
                                "MXFP8 attention: error against outlier channels in K");
-            bad |= fileset_close(&fs, f);
+            bad |= outset_close(&fs, f);
         } else {
             bad = 1;
         }
@@ -1173,9 +1134,9 @@ static int write_files(const study *st, const study_opts *o, const char *out_dir
                  (long long)demo_sizes_of(o->quick).s_mid);
         *names = "results.csv, error_vs_seqlen.svg, error_vs_outlier.svg, error_histogram.svg";
     } else {
-        if (!bad && (f = fileset_open(&fs, out_dir, "error_by_preset.svg")) != NULL) {
+        if (!bad && (f = open_in(&fs, out_dir, "error_by_preset.svg")) != NULL) {
             bad |= sweep_chart(f, st, "user", X_PRESET, o, "MXFP8 attention on the given tensors: error by preset");
-            bad |= fileset_close(&fs, f);
+            bad |= outset_close(&fs, f);
         } else {
             bad = 1;
         }
@@ -1183,17 +1144,17 @@ static int write_files(const study *st, const study_opts *o, const char *out_dir
                  mxfa_preset_name(o->presets[0]));
         *names = "results.csv, error_by_preset.svg, error_histogram.svg";
     }
-    if (!bad && (f = fileset_open(&fs, out_dir, "error_histogram.svg")) != NULL) {
+    if (!bad && (f = open_in(&fs, out_dir, "error_histogram.svg")) != NULL) {
         bad |= histogram_chart(f, st, hist_title);
-        bad |= fileset_close(&fs, f);
+        bad |= outset_close(&fs, f);
     } else {
         bad = 1;
     }
     if (bad) {
-        fileset_discard(&fs);
-        return cli_error(cmd, "%s: could not write the results: %s", out_dir, fs.err[0] ? fs.err : "too many files");
+        outset_discard(&fs);
+        return cli_error(cmd, "%s: could not write the results: %s", out_dir, fs.err);
     }
-    return fileset_commit(&fs);
+    return outset_commit(&fs) ? cli_error(cmd, "%s: could not write the results: %s", out_dir, fs.err) : 0;
 }
 
 /* ---- the command line ---- */
