@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The vector kernels of the optimized backend, compiled once per instruction
- * set (kern.c with its own flags: scalar x86-64, AVX2+FMA, AVX-512) and
+ * set (kern_*.c with their own flags: scalar x86-64, AVX2+FMA, AVX-512) and
  * chosen at run time (backend.c). Every kernel is exact: where it cannot
  * give the reference's bits it says so (a pending mark), and the exact
  * truncation step (fix) or, failing that, the reference step decides that
@@ -91,7 +91,7 @@ typedef struct cpu_kernels {
      * alone. Returns the rows with a pending column, as bits. */
     unsigned (*combine)(kern_combine how, kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb,
                         uint32_t *acc, int64_t ldc, uint32_t (*pending)[KERN_NR]);
-    /* The exact truncation step (fix in kern.c) for the columns marked
+    /* The exact truncation step (fix in kern_gemm.c) for the columns marked
      * KERN_TRUNCATE in the rows of `rows`, after a combine over the same
      * group: A row r at a + r * lda (kn values, fields at ae), B rows at
      * b + k * ldb, bhi from lsb_bound over the same B rows.

@@ -45,7 +45,7 @@ typedef struct mma_operand {
 /* One fused step: what one tensor-core instruction does with its products
  * and, when it is given one, the accumulator. */
 /* The tensor cores' constants, named once: the rows of mma.c are built
- * from them, and the cpu backend's vector kernels (cpu/opt/kern.c) build
+ * from them, and the cpu backend's vector kernels (cpu/opt/kern_gemm.c) build
  * them into their code. */
 #define MMA_EMAX_FLOOR (-133) /* a zero term's exponent in the alignment */
 #define MMA_F_SM100 25        /* F of tcgen05.mma, both kinds */

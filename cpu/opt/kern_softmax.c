@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The cpu backend's vector kernels: exp2, the softmax numerators and the
+ * row maximum (kern_vec.h says how they are built). */
+#include "kern_vec.h"
+
+/* mxfa_exp2 (cpu/ref/exp2.c, which defines it), in forms the compiler
+ * vectorizes: the same operations in the same order. */
+static const uint32_t exp2_coef[4] = {0x3F7FFB49u, 0x3F31798Du, 0x3E786F0Du, 0x3D61FBB0u};
+#define EXP2_SHIFT 12582912.0f /* 1.5 * 2^23 */
+
+/* mxfa_exp2 of one lane. The clamp sends a NaN to -127; the last line
+ * returns it instead, as the reference does. */
+static inline float exp2_lane(float x)
+{
+    float xc = x > -127.0f ? x : -127.0f;
+    xc = xc < 128.0f ? xc : 128.0f;
+    const float t = xc + EXP2_SHIFT;
+    const float n = t - EXP2_SHIFT;
+    const float f = xc - n;
+    float p = fmaf(f32_from_bits(exp2_coef[3]), f, f32_from_bits(exp2_coef[2]));
+    p = fmaf(p, f, f32_from_bits(exp2_coef[1]));
+    p = fmaf(p, f, f32_from_bits(exp2_coef[0]));
+    const float r = p * f32_from_bits((f32_bits(t) << 23) + 0x3F800000u);
+    return x != x ? x : r;
+}
+
+/* a b + c rounded once in every lane, as fmaf */
+static inline v16sf fma16(v16sf a, v16sf b, v16sf c)
+{
+#if defined(__AVX512F__)
+    return (v16sf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+#elif defined(__FMA__)
+    __m256 x[2], y[2], z[2];
+    memcpy(x, &a, 64);
+    memcpy(y, &b, 64);
+    memcpy(z, &c, 64);
+    x[0] = _mm256_fmadd_ps(x[0], y[0], z[0]);
+    x[1] = _mm256_fmadd_ps(x[1], y[1], z[1]);
+    v16sf r;
+    memcpy(&r, x, 64);
+    return r;
+#else
+    for (int i = 0; i < 16; i++)
+        a[i] = fmaf(a[i], b[i], c[i]);
+    return a;
+#endif
+}
+
+/* exp2_lane in sixteen lanes: the same operations, masks for branches */
+static inline v16sf exp2_16(v16sf x)
+{
+    v16sf xc = (v16sf)sel16((v16si)(x > -127.0f), (v16su)x, (v16su)((v16sf){0} - 127.0f));
+    xc = (v16sf)sel16((v16si)(xc < 128.0f), (v16su)xc, (v16su)((v16sf){0} + 128.0f));
+    const v16sf t = xc + EXP2_SHIFT;
+    const v16sf n = t - EXP2_SHIFT;
+    const v16sf f = xc - n;
+    v16sf p = fma16((v16sf){0} + f32_from_bits(exp2_coef[3]), f, (v16sf){0} + f32_from_bits(exp2_coef[2]));
+    p = fma16(p, f, (v16sf){0} + f32_from_bits(exp2_coef[1]));
+    p = fma16(p, f, (v16sf){0} + f32_from_bits(exp2_coef[0]));
+    const v16sf r = p * (v16sf)(((v16su)t << 23) + 0x3F800000u);
+    return (v16sf)sel16(x != x, (v16su)x, (v16su)r);
+}
+
+/* min(z, 8) that keeps a NaN */
+static inline float cap_exponent(float z)
+{
+    return z > 8.0f ? 8.0f : z;
+}
+
+void KERN_FN(softmax_p)(const uint32_t *s, int nvis, int n, float c, float b, float *p)
+{
+    int j = 0;
+    for (; j + 16 <= nvis; j += 16) {
+        v16sf v;
+        memcpy(&v, s + j, 64);
+        v16sf z = fma16(v, (v16sf){0} + c, (v16sf){0} + b);
+        z = (v16sf)sel16(z > 8.0f, (v16su)((v16sf){0} + 8.0f), (v16su)z);
+        v16sf r = exp2_16(z);
+        memcpy(p + j, &r, 64);
+    }
+    for (; j < nvis; j++)
+        p[j] = exp2_lane(cap_exponent(fmaf(f32_from_bits(s[j]), c, b)));
+    for (; j < n; j++)
+        p[j] = 0.0f;
+}
+
+void KERN_FN(exp2_fma)(const uint32_t *s, int n, float c, float b, float *p)
+{
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+        v16sf v;
+        memcpy(&v, s + j, 64);
+        v16sf r = exp2_16(fma16(v, (v16sf){0} + c, (v16sf){0} + b));
+        memcpy(p + j, &r, 64);
+    }
+    for (; j < n; j++)
+        p[j] = exp2_lane(fmaf(f32_from_bits(s[j]), c, b));
+}
+
+/*
+ * Block quantization, sixteen fp32 lanes at a time: the amax, the scale from
+ * the preset's table (or the reference rule for the rare blocks the table
+ * leaves to it), the encoding with a scale exponent per lane.
+ */
+
+/* The running maximum over a row's scores x = S c of its nvis visible
+ * keys: NaN if a score is NaN, else the largest of m and the scores. */
+float KERN_FN(row_max)(const uint32_t *s, int nvis, float c, float m)
+{
+    v16sf mx = (v16sf){0} + m;
+    v16si nan = {0};
+    int j = 0;
+    for (; j + 16 <= nvis; j += 16) {
+        v16sf v;
+        memcpy(&v, s + j, sizeof v);
+        v *= c;
+        nan |= v != v;
+        v16si take = v > mx;
+        mx = (v16sf)sel16i(take, (v16si)v, (v16si)mx);
+    }
+    float r = m;
+    int any_nan = m != m;
+    for (int l = 0; l < 16; l++) {
+        any_nan |= nan[l] != 0;
+        r = mx[l] > r ? mx[l] : r;
+    }
+    for (; j < nvis; j++) {
+        float x = f32_from_bits(s[j]) * c;
+        any_nan |= x != x;
+        r = x > r ? x : r;
+    }
+    return any_nan ? NAN : r;
+}
