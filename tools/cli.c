@@ -268,3 +268,68 @@ double cli_time_enqueued(mxfa_ctx *ctx, mxfa_status (*run)(void *arg), void *arg
     }
     return cli_median(t, 5);
 }
+
+void cli_attn_args_init(cli_attn_args *a, const char *backend)
+{
+    memset(a, 0, sizeof *a);
+    a->backend = backend;
+    mxfa_attn_params_default(&a->p);
+}
+
+/* A tile size: an integer from 0 (the default) to 2^20; the library
+ * checks the rest. */
+static int tile_size(const char *cmd, const char *opt, const char *s, int *out)
+{
+    char *end;
+    errno = 0;
+    const long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end || errno || v < 0 || v > 1 << 20)
+        return cli_usage(cmd, "%s takes a non-negative integer, got '%s'", opt, s);
+    *out = (int)v;
+    return 0;
+}
+
+int cli_attn_option(const char *cmd, int id, const char *arg, cli_attn_args *a, int *rc)
+{
+    mxfa_status st = MXFA_OK;
+    *rc = 0;
+    switch (id) {
+    case CLI_ATTN_Q: a->q = arg; break;
+    case CLI_ATTN_K: a->k = arg; break;
+    case CLI_ATTN_V: a->v = arg; break;
+    case CLI_ATTN_OUT: a->out = arg; break;
+    case CLI_ATTN_LSE: a->lse = arg; break;
+    case CLI_ATTN_CUQ: a->cuq = arg; break;
+    case CLI_ATTN_CUK: a->cuk = arg; break;
+    case CLI_ATTN_CAUSAL: a->p.causal = MXFA_CAUSAL; break;
+    case CLI_ATTN_CAUSAL_PLAIN: a->p.causal = MXFA_CAUSAL_PLAIN; break;
+    case CLI_ATTN_MODEL: st = mxfa_model_parse(arg, &a->p.model); break;
+    case CLI_ATTN_PRESET: st = mxfa_preset_parse(arg, &a->p.preset); break;
+    case CLI_ATTN_PSCALE: st = mxfa_p_scale_parse(arg, &a->p.p_scale); break;
+    case CLI_ATTN_SCALE: {
+        char *end;
+        a->p.softmax_scale = strtof(arg, &end);
+        if (*arg == '\0' || *end || !(a->p.softmax_scale > 0) || isinf(a->p.softmax_scale))
+            *rc = cli_usage(cmd, "--scale takes a positive number, got '%s'", arg);
+        break;
+    }
+    case CLI_ATTN_BM: *rc = tile_size(cmd, "--block-m", arg, &a->p.block_m); break;
+    case CLI_ATTN_BN: *rc = tile_size(cmd, "--block-n", arg, &a->p.block_n); break;
+    case CLI_ATTN_ODT:
+        if (strcmp(arg, "f32") && strcmp(arg, "bf16"))
+            *rc = cli_usage(cmd, "--out-dtype takes f32 or bf16, got '%s'", arg);
+        a->out_bf16 = !strcmp(arg, "bf16");
+        break;
+    case CLI_ATTN_BACKEND: a->backend = arg; break;
+    case CLI_ATTN_BWD: a->backward = 1; break;
+    case CLI_ATTN_DO: a->dout = arg; break;
+    case CLI_ATTN_O: a->o = arg; break;
+    case CLI_ATTN_DQ: a->dq = arg; break;
+    case CLI_ATTN_DK: a->dk = arg; break;
+    case CLI_ATTN_DV: a->dv = arg; break;
+    default: return 0;
+    }
+    if (st != MXFA_OK)
+        *rc = cli_usage(cmd, "%s", mxfa_last_error(NULL));
+    return 1;
+}

@@ -49,6 +49,48 @@ int cli_read_npy(const char *cmd, const char *what, const char *path, npy_dtype 
 int cli_read_cu_seqlens(const char *cmd, const char *qarg, const char *karg, int32_t **cuq, int32_t **cuk,
                         int *batch);
 
+/*
+ * The options mxfa attn and mxfa compare share: the files (Q, K, V, the
+ * outputs, and with --backward dO, O, LSE and the gradients), the batch's
+ * offsets, the mask and the attention parameters. A command's option table
+ * lists CLI_ATTN_OPTIONS and its own options from CLI_ATTN_END on; its
+ * loop hands every option to cli_attn_option first.
+ */
+enum {
+    CLI_ATTN_Q = 256, CLI_ATTN_K, CLI_ATTN_V, CLI_ATTN_OUT, CLI_ATTN_LSE, CLI_ATTN_CUQ, CLI_ATTN_CUK,
+    CLI_ATTN_CAUSAL, CLI_ATTN_CAUSAL_PLAIN, CLI_ATTN_MODEL, CLI_ATTN_PRESET, CLI_ATTN_PSCALE, CLI_ATTN_SCALE,
+    CLI_ATTN_BM, CLI_ATTN_BN, CLI_ATTN_ODT, CLI_ATTN_BACKEND, CLI_ATTN_BWD, CLI_ATTN_DO, CLI_ATTN_O, CLI_ATTN_DQ,
+    CLI_ATTN_DK, CLI_ATTN_DV, CLI_ATTN_END
+};
+#define CLI_ATTN_OPTIONS                                                                                              \
+    {"q", required_argument, NULL, CLI_ATTN_Q}, {"k", required_argument, NULL, CLI_ATTN_K},                          \
+        {"v", required_argument, NULL, CLI_ATTN_V}, {"out", required_argument, NULL, CLI_ATTN_OUT},                  \
+        {"lse", required_argument, NULL, CLI_ATTN_LSE}, {"cu-seqlens-q", required_argument, NULL, CLI_ATTN_CUQ},     \
+        {"cu-seqlens-k", required_argument, NULL, CLI_ATTN_CUK}, {"causal", no_argument, NULL, CLI_ATTN_CAUSAL},     \
+        {"causal-plain", no_argument, NULL, CLI_ATTN_CAUSAL_PLAIN},                                                  \
+        {"model", required_argument, NULL, CLI_ATTN_MODEL}, {"preset", required_argument, NULL, CLI_ATTN_PRESET},    \
+        {"p-scale", required_argument, NULL, CLI_ATTN_PSCALE}, {"scale", required_argument, NULL, CLI_ATTN_SCALE},   \
+        {"block-m", required_argument, NULL, CLI_ATTN_BM}, {"block-n", required_argument, NULL, CLI_ATTN_BN},        \
+        {"out-dtype", required_argument, NULL, CLI_ATTN_ODT}, {"backend", required_argument, NULL, CLI_ATTN_BACKEND}, \
+        {"backward", no_argument, NULL, CLI_ATTN_BWD}, {"do", required_argument, NULL, CLI_ATTN_DO},                 \
+        {"o", required_argument, NULL, CLI_ATTN_O}, {"dq", required_argument, NULL, CLI_ATTN_DQ},                    \
+        {"dk", required_argument, NULL, CLI_ATTN_DK}, {"dv", required_argument, NULL, CLI_ATTN_DV}
+
+typedef struct cli_attn_args {
+    const char *q, *k, *v, *out, *lse, *cuq, *cuk; /* files (cuq, cuk: lists or files) */
+    const char *dout, *o, *dq, *dk, *dv;            /* with --backward */
+    const char *backend;
+    int backward, out_bf16;
+    mxfa_attn_params p;
+} cli_attn_args;
+
+/* Defaults: the library's attention parameters, the backend given. */
+void cli_attn_args_init(cli_attn_args *a, const char *backend);
+/* Take option id (from getopt_long) with its argument: 1 if it is one of
+ * the shared options, 0 if not; a usage error sets *rc (nonzero) and
+ * returns 1. */
+int cli_attn_option(const char *cmd, int id, const char *arg, cli_attn_args *a, int *rc);
+
 /* A standard normal sample (Box-Muller on two halves of a splitmix64
  * step of *state): the synthetic data of bench and study. */
 double cli_gauss(uint64_t *state);

@@ -37,50 +37,15 @@ static const char attn_help[] =
     "                          (warns of NaN/Inf; --compare-ideal is its older name)\n"
     "  --backend auto|ref|cpu|cuda                      (default auto)\n";
 
-enum { OPT_Q = 256, OPT_K, OPT_V, OPT_OUT, OPT_LSE, OPT_CUQ, OPT_CUK, OPT_CAUSAL, OPT_CAUSAL_PLAIN, OPT_MODEL,
-       OPT_PRESET, OPT_PSCALE, OPT_SCALE, OPT_BM, OPT_BN, OPT_ODT, OPT_CMP, OPT_BACKEND, OPT_BWD, OPT_DO, OPT_O,
-       OPT_DQ, OPT_DK, OPT_DV };
+enum { OPT_CMP = CLI_ATTN_END };
 
 static const struct option options[] = {
-    {"q", required_argument, NULL, OPT_Q},
-    {"k", required_argument, NULL, OPT_K},
-    {"v", required_argument, NULL, OPT_V},
-    {"out", required_argument, NULL, OPT_OUT},
-    {"lse", required_argument, NULL, OPT_LSE},
-    {"cu-seqlens-q", required_argument, NULL, OPT_CUQ},
-    {"cu-seqlens-k", required_argument, NULL, OPT_CUK},
-    {"causal", no_argument, NULL, OPT_CAUSAL},
-    {"causal-plain", no_argument, NULL, OPT_CAUSAL_PLAIN},
-    {"model", required_argument, NULL, OPT_MODEL},
-    {"preset", required_argument, NULL, OPT_PRESET},
-    {"p-scale", required_argument, NULL, OPT_PSCALE},
-    {"scale", required_argument, NULL, OPT_SCALE},
-    {"block-m", required_argument, NULL, OPT_BM},
-    {"block-n", required_argument, NULL, OPT_BN},
-    {"out-dtype", required_argument, NULL, OPT_ODT},
+    CLI_ATTN_OPTIONS,
     {"compare-truth", no_argument, NULL, OPT_CMP},
     {"compare-ideal", no_argument, NULL, OPT_CMP}, /* the older name of --compare-truth */
-    {"backend", required_argument, NULL, OPT_BACKEND},
-    {"backward", no_argument, NULL, OPT_BWD},
-    {"do", required_argument, NULL, OPT_DO},
-    {"o", required_argument, NULL, OPT_O},
-    {"dq", required_argument, NULL, OPT_DQ},
-    {"dk", required_argument, NULL, OPT_DK},
-    {"dv", required_argument, NULL, OPT_DV},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
-
-static int parse_int(const char *cmd, const char *opt, const char *s, int *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end || errno || v < 0 || v > 1 << 20)
-        return cli_usage(cmd, "%s takes a non-negative integer, got '%s'", opt, s);
-    *out = (int)v;
-    return 0;
-}
 
 /* The --compare-truth table: its header, and one row per output. */
 static void metrics_header(void)
@@ -233,56 +198,27 @@ out:
 int cmd_attn(int argc, char **argv)
 {
     const char *cmd = "attn";
-    const char *pq = NULL, *pk = NULL, *pv = NULL, *pout = NULL, *plse = NULL, *cuq_arg = NULL, *cuk_arg = NULL;
-    const char *backend = "auto", *pdo = NULL, *po = NULL, *pdq = NULL, *pdk = NULL, *pdv = NULL;
-    int compare = 0, out_bf16 = 0, backward = 0, ch, rc;
-    mxfa_attn_params p;
-    mxfa_attn_params_default(&p);
+    int compare = 0, ch, rc;
+    cli_attn_args a;
+    cli_attn_args_init(&a, "auto");
     optind = 1;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-        mxfa_status st = MXFA_OK;
-        switch (ch) {
-        case OPT_Q: pq = optarg; break;
-        case OPT_K: pk = optarg; break;
-        case OPT_V: pv = optarg; break;
-        case OPT_OUT: pout = optarg; break;
-        case OPT_LSE: plse = optarg; break;
-        case OPT_CUQ: cuq_arg = optarg; break;
-        case OPT_CUK: cuk_arg = optarg; break;
-        case OPT_CAUSAL: p.causal = MXFA_CAUSAL; break;
-        case OPT_CAUSAL_PLAIN: p.causal = MXFA_CAUSAL_PLAIN; break;
-        case OPT_MODEL: st = mxfa_model_parse(optarg, &p.model); break;
-        case OPT_PRESET: st = mxfa_preset_parse(optarg, &p.preset); break;
-        case OPT_PSCALE: st = mxfa_p_scale_parse(optarg, &p.p_scale); break;
-        case OPT_SCALE: {
-            char *end;
-            p.softmax_scale = strtof(optarg, &end);
-            if (*optarg == '\0' || *end || !(p.softmax_scale > 0) || isinf(p.softmax_scale))
-                return cli_usage(cmd, "--scale takes a positive number, got '%s'", optarg);
-            break;
+        if (cli_attn_option(cmd, ch, optarg, &a, &rc)) {
+            if (rc)
+                return rc;
+            continue;
         }
-        case OPT_BM: if ((rc = parse_int(cmd, "--block-m", optarg, &p.block_m))) return rc; break;
-        case OPT_BN: if ((rc = parse_int(cmd, "--block-n", optarg, &p.block_n))) return rc; break;
-        case OPT_ODT:
-            if (strcmp(optarg, "f32") && strcmp(optarg, "bf16"))
-                return cli_usage(cmd, "--out-dtype takes f32 or bf16, got '%s'", optarg);
-            out_bf16 = !strcmp(optarg, "bf16");
-            break;
+        switch (ch) {
         case OPT_CMP: compare = 1; break;
-        case OPT_BACKEND: backend = optarg; break;
-        case OPT_BWD: backward = 1; break;
-        case OPT_DO: pdo = optarg; break;
-        case OPT_O: po = optarg; break;
-        case OPT_DQ: pdq = optarg; break;
-        case OPT_DK: pdk = optarg; break;
-        case OPT_DV: pdv = optarg; break;
         case 'h': fputs(attn_help, stdout); return 0;
         default: return cli_usage(cmd, "unknown option or missing value: '%s'", argv[optind - 1]);
         }
-        if (st != MXFA_OK)
-            return cli_usage(cmd, "%s", mxfa_last_error(NULL));
     }
+    const char *pq = a.q, *pk = a.k, *pv = a.v, *pout = a.out, *plse = a.lse, *cuq_arg = a.cuq, *cuk_arg = a.cuk;
+    const char *backend = a.backend, *pdo = a.dout, *po = a.o, *pdq = a.dq, *pdk = a.dk, *pdv = a.dv;
+    const int out_bf16 = a.out_bf16, backward = a.backward;
+    mxfa_attn_params p = a.p;
     if (optind < argc)
         return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
     if (backward) {

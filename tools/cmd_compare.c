@@ -37,34 +37,10 @@ static const char compare_help[] =
     "                          outputs rounded to bf16, as a bf16 kernel's are)\n"
     "  --backend auto|ref|cpu|cuda   the emulator's (default cpu)\n";
 
-enum { OPT_Q = 256, OPT_K, OPT_V, OPT_OUT, OPT_LSE, OPT_CUQ, OPT_CUK, OPT_CAUSAL, OPT_CAUSAL_PLAIN, OPT_MODEL,
-       OPT_PRESET, OPT_PSCALE, OPT_SCALE, OPT_BM, OPT_BN, OPT_ODT, OPT_BACKEND, OPT_BWD, OPT_DO, OPT_O, OPT_DQ,
-       OPT_DK, OPT_DV, OPT_MAXULP, OPT_WORST };
+enum { OPT_MAXULP = CLI_ATTN_END, OPT_WORST };
 
 static const struct option options[] = {
-    {"q", required_argument, NULL, OPT_Q},
-    {"k", required_argument, NULL, OPT_K},
-    {"v", required_argument, NULL, OPT_V},
-    {"out", required_argument, NULL, OPT_OUT},
-    {"lse", required_argument, NULL, OPT_LSE},
-    {"cu-seqlens-q", required_argument, NULL, OPT_CUQ},
-    {"cu-seqlens-k", required_argument, NULL, OPT_CUK},
-    {"causal", no_argument, NULL, OPT_CAUSAL},
-    {"causal-plain", no_argument, NULL, OPT_CAUSAL_PLAIN},
-    {"model", required_argument, NULL, OPT_MODEL},
-    {"preset", required_argument, NULL, OPT_PRESET},
-    {"p-scale", required_argument, NULL, OPT_PSCALE},
-    {"scale", required_argument, NULL, OPT_SCALE},
-    {"block-m", required_argument, NULL, OPT_BM},
-    {"block-n", required_argument, NULL, OPT_BN},
-    {"out-dtype", required_argument, NULL, OPT_ODT},
-    {"backend", required_argument, NULL, OPT_BACKEND},
-    {"backward", no_argument, NULL, OPT_BWD},
-    {"do", required_argument, NULL, OPT_DO},
-    {"o", required_argument, NULL, OPT_O},
-    {"dq", required_argument, NULL, OPT_DQ},
-    {"dk", required_argument, NULL, OPT_DK},
-    {"dv", required_argument, NULL, OPT_DV},
+    CLI_ATTN_OPTIONS,
     {"max-ulp", required_argument, NULL, OPT_MAXULP},
     {"worst", required_argument, NULL, OPT_WORST},
     {"help", no_argument, NULL, 'h'},
@@ -214,62 +190,29 @@ static void widen(const uint16_t *b, float *f, int64_t n)
 int cmd_compare(int argc, char **argv)
 {
     const char *cmd = "compare";
-    const char *pq = NULL, *pk = NULL, *pv = NULL, *pout = NULL, *plse = NULL, *cuq_arg = NULL, *cuk_arg = NULL;
-    const char *backend = "cpu", *pdo = NULL, *po = NULL, *pdq = NULL, *pdk = NULL, *pdv = NULL;
-    int out_bf16 = 0, backward = 0, ch, rc;
-    int64_t max_ulp = 0, worst = 5, bm = -1, bn = -1;
-    mxfa_attn_params p;
-    mxfa_attn_params_default(&p);
+    int ch, rc;
+    int64_t max_ulp = 0, worst = 5;
+    cli_attn_args a;
+    cli_attn_args_init(&a, "cpu");
     optind = 1;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-        mxfa_status st = MXFA_OK;
-        switch (ch) {
-        case OPT_Q: pq = optarg; break;
-        case OPT_K: pk = optarg; break;
-        case OPT_V: pv = optarg; break;
-        case OPT_OUT: pout = optarg; break;
-        case OPT_LSE: plse = optarg; break;
-        case OPT_CUQ: cuq_arg = optarg; break;
-        case OPT_CUK: cuk_arg = optarg; break;
-        case OPT_CAUSAL: p.causal = MXFA_CAUSAL; break;
-        case OPT_CAUSAL_PLAIN: p.causal = MXFA_CAUSAL_PLAIN; break;
-        case OPT_MODEL: st = mxfa_model_parse(optarg, &p.model); break;
-        case OPT_PRESET: st = mxfa_preset_parse(optarg, &p.preset); break;
-        case OPT_PSCALE: st = mxfa_p_scale_parse(optarg, &p.p_scale); break;
-        case OPT_SCALE: {
-            char *end;
-            p.softmax_scale = strtof(optarg, &end);
-            if (*optarg == '\0' || *end || !(p.softmax_scale > 0) || isinf(p.softmax_scale))
-                return cli_usage(cmd, "--scale takes a positive number, got '%s'", optarg);
-            break;
+        if (cli_attn_option(cmd, ch, optarg, &a, &rc)) {
+            if (rc)
+                return rc;
+            continue;
         }
-        case OPT_BM: if ((rc = parse_count(cmd, "--block-m", optarg, 1 << 20, &bm))) return rc; break;
-        case OPT_BN: if ((rc = parse_count(cmd, "--block-n", optarg, 1 << 20, &bn))) return rc; break;
-        case OPT_ODT:
-            if (strcmp(optarg, "f32") && strcmp(optarg, "bf16"))
-                return cli_usage(cmd, "--out-dtype takes f32 or bf16, got '%s'", optarg);
-            out_bf16 = !strcmp(optarg, "bf16");
-            break;
-        case OPT_BACKEND: backend = optarg; break;
-        case OPT_BWD: backward = 1; break;
-        case OPT_DO: pdo = optarg; break;
-        case OPT_O: po = optarg; break;
-        case OPT_DQ: pdq = optarg; break;
-        case OPT_DK: pdk = optarg; break;
-        case OPT_DV: pdv = optarg; break;
+        switch (ch) {
         case OPT_MAXULP: if ((rc = parse_count(cmd, "--max-ulp", optarg, INT64_MAX / 2, &max_ulp))) return rc; break;
         case OPT_WORST: if ((rc = parse_count(cmd, "--worst", optarg, 1000, &worst))) return rc; break;
         case 'h': fputs(compare_help, stdout); return 0;
         default: return cli_usage(cmd, "unknown option or missing value: '%s'", argv[optind - 1]);
         }
-        if (st != MXFA_OK)
-            return cli_usage(cmd, "%s", mxfa_last_error(NULL));
     }
-    if (bm >= 0)
-        p.block_m = (int)bm;
-    if (bn >= 0)
-        p.block_n = (int)bn;
+    const char *pq = a.q, *pk = a.k, *pv = a.v, *pout = a.out, *plse = a.lse, *cuq_arg = a.cuq, *cuk_arg = a.cuk;
+    const char *backend = a.backend, *pdo = a.dout, *po = a.o, *pdq = a.dq, *pdk = a.dk, *pdv = a.dv;
+    const int out_bf16 = a.out_bf16, backward = a.backward;
+    mxfa_attn_params p = a.p;
     if (optind < argc)
         return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
     if (backward) {
