@@ -22,23 +22,7 @@ import warnings
 import numpy as np
 
 import mxfa
-
-count = 0
-failures = 0
-
-
-def ok(cond, what):
-    global count, failures
-    count += 1
-    print("%s %d - %s" % ("ok" if cond else "not ok", count, what))
-    failures += not cond
-    return cond
-
-
-def skip(what):
-    global count
-    count += 1
-    print("ok %d # SKIP %s" % (count, what))
+from tap import done, ok, skip
 
 
 def same(a, b):
@@ -489,5 +473,4 @@ else:
     ok(all(g.is_cuda and same(g.cpu().numpy(), w) for g, w in zip(grads, want)),
        "attn_bwd on CUDA tensors, on a side stream: the cpu backend's dQ, dK and dV")
 
-print("1..%d" % count)
-sys.exit(1 if failures else 0)
+done()

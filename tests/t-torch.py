@@ -17,18 +17,7 @@ import torch
 
 import mxfa
 import mxfa.torch as mt
-
-count = 0
-failures = 0
-
-
-def ok(cond, what):
-    global count, failures
-    count += 1
-    print("%s %d - %s" % ("ok" if cond else "not ok", count, what))
-    failures += not cond
-    return cond
-
+from tap import done, ok, skip
 
 def same(a, b):
     """Byte equality of two tensors (dtype and shape too)."""
@@ -268,9 +257,7 @@ if mt.CUSTOM_OPS:
     check_ops("cpu", "sm100")
 else:
     for what in ("the operators' bytes", "opcheck", "torch.compile aot_eager", "torch.compile inductor"):
-        count += 1
-        print("ok %d # SKIP %s: PyTorch %s has no torch.library.custom_op (2.4 and later)" %
-              (count, what, torch.__version__))
+        skip("%s: PyTorch %s has no torch.library.custom_op (2.4 and later)" % (what, torch.__version__))
 
 # ------------------------------------------------------------ CUDA, where PyTorch has a GPU and mxfa its module
 
@@ -284,8 +271,6 @@ if torch.cuda.is_available() and mxfa.backends()["cuda"]["usable"]:
     if mt.CUSTOM_OPS:
         check_ops("cuda", model)
 else:
-    count += 1
-    print("ok %d # SKIP no CUDA device with mxfa's cuda backend" % count)
+    skip("no CUDA device with mxfa's cuda backend")
 
-print("1..%d" % count)
-sys.exit(1 if failures else 0)
+done()

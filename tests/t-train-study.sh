@@ -7,45 +7,29 @@
 # must stay within the run-to-run spread of the first (the seeds'
 # difference); the files it writes and what they must say. SKIP without
 # numpy and PyTorch, or without text to train on (Debian: fortunes).
-py=${PYTHON:-python3}
-if [ "$py" = ":" ]; then
-    py=python3
-fi
-if ! command -v "$py" > /dev/null 2>&1 || ! "$py" -c 'import numpy, torch, torch.distributed' 2> /dev/null; then
-    echo "1..0 # SKIP no PyTorch and numpy for $py (Debian: apt-get install python3-torch)"
-    exit 0
-fi
+need_modules="torch torch.distributed"
+need_hint="Debian: apt-get install python3-torch"
+. "${MXFA_SRCDIR:-..}/tests/python-env.sh"
 data=${MXFA_TRAIN_DATA:-/usr/share/games/fortunes}
 if [ ! -e "$data" ]; then
     echo "1..0 # SKIP no text at $data (Debian: apt-get install fortunes)"
     exit 0
 fi
-top=${MXFA_BUILDDIR:-..}
-src=${MXFA_SRCDIR:-..}
-lib=$top/.libs/libmxfa.so.0
-if [ ! -f "$lib" ] || { command -v ldd > /dev/null 2>&1 && ldd "$lib" 2> /dev/null | grep -q 'libasan'; }; then
-    echo "1..0 # SKIP no shared libmxfa without AddressSanitizer in this build ($lib)"
-    exit 0
-fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/t-train-study.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-MXFA_LIBRARY=$lib
-PYTHONPATH=$src/python${PYTHONPATH:+:$PYTHONPATH}
-PYTHONDONTWRITEBYTECODE=1
-export MXFA_LIBRARY PYTHONPATH PYTHONDONTWRITEBYTECODE
 small="--data $data --models sm100 --seeds 1,2 --layers 1 --d-model 64 --heads 1 --seq 64 --batch 4 --steps 6
     --eval-every 3 --eval-batches 2"
 OMP_NUM_THREADS=1 "$py" -m mxfa.train_study --out "$tmp/one" $small --check-at 3 > "$tmp/one.log" 2>&1
 one=$?
-# Two processes through torch.distributed's env:// rendezvous, the variables
-# torchrun sets (torchrun itself fails at start under Debian's PyTorch 1.13
-# with Python 3.11, in its own argument handling).
 port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-# One process under torch.distributed: DDP over gloo with a world of one,
-# which must change no byte of the curves.
+# Under torch.distributed, through its env:// rendezvous with the variables
+# torchrun sets (torchrun itself fails at start under Debian's PyTorch 1.13
+# with Python 3.11, in its own argument handling). One process: DDP over
+# gloo with a world of one, which must change no byte of the curves.
 OMP_NUM_THREADS=1 RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
     "$py" -m mxfa.train_study --out "$tmp/ddp1" $small > "$tmp/ddp1.log" 2>&1
 ddp1=$?
+# Two processes with the same global batch.
 for r in 0 1; do
     OMP_NUM_THREADS=1 RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
         "$py" -m mxfa.train_study --out "$tmp/two" $small > "$tmp/two.$r.log" 2>&1 &
