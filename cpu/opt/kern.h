@@ -78,53 +78,70 @@ typedef struct rule_table {
 
 const rule_table *mxfa_cpu_rule_table(mxfa_dtype dtype, mxfa_preset preset);
 
+/* The kernels' function types: the table's fields below, and each
+ * instruction set's functions (kern_vec.h), are declared with them. */
+typedef void kern_dot_fn(int kn, const double *a, const uint16_t *ae, int64_t lda, const double *b,
+                         const uint16_t *be, int64_t ldb, kern_partial *out);
+typedef unsigned kern_combine_fn(kern_combine how, kern_partial *p, int mr, unsigned rows, const int *sa,
+                                 const int *sb, uint32_t *acc, int64_t ldc, uint32_t (*pending)[KERN_NR]);
+typedef unsigned kern_fix_fn(kern_combine how, int kn, const double *a, const uint16_t *ae, int64_t lda,
+                             const double *b, int64_t ldb, const uint8_t *bhi, const kern_partial *p, int mr,
+                             unsigned rows, const int *sa, const int *sb, uint32_t *acc, int64_t ldc,
+                             uint32_t (*pending)[KERN_NR]);
+typedef void kern_lsb_bound_fn(int kn, const uint16_t *be, int64_t ldb, uint8_t *bhi);
+typedef float kern_row_max_fn(const uint32_t *s, int nvis, float c, float m);
+typedef void kern_softmax_p_fn(const uint32_t *s, int nvis, int n, float c, float b, float *p);
+typedef void kern_exp2_fma_fn(const uint32_t *s, int n, float c, float b, float *p);
+typedef void kern_encode_fn(const fp8_format *fmt, const mxfa_block_rule *rule, const uint32_t *x, int n,
+                            uint8_t *out);
+typedef int kern_decode_e4m3_fn(const uint8_t *codes, int n, double *v, uint16_t *e, uint16_t *code);
+typedef void kern_quantize_rows_fn(const mxfa_view *x, mxfa_preset preset, const mxfa_view *data,
+                                   const mxfa_view *scales);
+typedef void kern_quantize_blocks_fn(const mxfa_view *x, const mxfa_segment *seg, mxfa_preset preset,
+                                     mxfa_block block, const mxfa_view *data, const mxfa_view *scales);
+
 typedef struct cpu_kernels {
     const char *name;
     /* A: KERN_MR rows of kn values (row stride lda), fields alongside;
      * B: kn rows of KERN_NR values (row stride ldb). */
-    void (*dot)(int kn, const double *a, const uint16_t *ae, int64_t lda, const double *b, const uint16_t *be,
-                int64_t ldb, kern_partial *out);
+    kern_dot_fn *dot;
     /* One group step for the rows r < mr of a partial whose bit r is set
      * in `rows`: acc[r * ldc + j] for j < KERN_NR, scale exponent
      * sa[r] + sb[j]; pending[r][j] set (and that accumulator left alone)
      * where the fast path cannot decide, and already pending columns left
      * alone. Returns the rows with a pending column, as bits. */
-    unsigned (*combine)(kern_combine how, kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb,
-                        uint32_t *acc, int64_t ldc, uint32_t (*pending)[KERN_NR]);
+    kern_combine_fn *combine;
     /* The exact truncation step (fix in kern_gemm.c) for the columns marked
      * KERN_TRUNCATE in the rows of `rows`, after a combine over the same
      * group: A row r at a + r * lda (kn values, fields at ae), B rows at
      * b + k * ldb, bhi from lsb_bound over the same B rows.
      * Marks 0 where it decides and 1 where only the reference can; returns
      * the rows with a column still pending, as bits. */
-    unsigned (*fix)(kern_combine how, int kn, const double *a, const uint16_t *ae, int64_t lda, const double *b,
-                    int64_t ldb, const uint8_t *bhi, const kern_partial *p, int mr, unsigned rows, const int *sa,
-                    const int *sb, uint32_t *acc, int64_t ldc, uint32_t (*pending)[KERN_NR]);
+    kern_fix_fn *fix;
     /* bhi[k] for k < kn: the largest high field byte over the KERN_NR
      * columns of B row k (fields at be + k * ldb), a bound on their lowest
      * set bits for fix. */
-    void (*lsb_bound)(int kn, const uint16_t *be, int64_t ldb, uint8_t *bhi);
+    kern_lsb_bound_fn *lsb_bound;
     /* A row's new running maximum over the scores x = S[j] c of its first
      * nvis keys: NaN if a score is NaN, else max(m, x). */
-    float (*row_max)(const uint32_t *s, int nvis, float c, float m);
+    kern_row_max_fn *row_max;
     /* P of a row (cpu/ref/attn_fwd.c): mxfa_exp2(min(fma(S[j], c, b), 8))
      * for the first nvis of n keys, 0 for the others. */
-    void (*softmax_p)(const uint32_t *s, int nvis, int n, float c, float b, float *p);
+    kern_softmax_p_fn *softmax_p;
     /* The backward's P (cpu/ref/attn_bwd.c): mxfa_exp2(fma(S[j], c, b)) for
      * n keys. */
-    void (*exp2_fma)(const uint32_t *s, int n, float c, float b, float *p);
+    kern_exp2_fma_fn *exp2_fma;
     /* fp8 codes of n fp32 values of one block under its rule (as
      * mxfa_ref_encode_element). */
-    void (*encode)(const fp8_format *fmt, const mxfa_block_rule *rule, const uint32_t *x, int n, uint8_t *out);
+    kern_encode_fn *encode;
     /* n (a multiple of 8) E4M3 codes decoded as fx_put_fp8 does with the
      * table that is not normalized; nonzero if one is NaN. */
-    int (*decode_e4m3)(const uint8_t *codes, int n, double *v, uint16_t *e, uint16_t *code);
+    kern_decode_e4m3_fn *decode_e4m3;
     /* Quantization with row blocks of whole rows of x. */
-    void (*quantize_rows)(const mxfa_view *x, mxfa_preset preset, const mxfa_view *data, const mxfa_view *scales);
+    kern_quantize_rows_fn *quantize_rows;
     /* Col or square blocks of one piece of a sequence (seg: whole 32-row
      * groups, scales from row seg->dst). */
-    void (*quantize_blocks)(const mxfa_view *x, const mxfa_segment *seg, mxfa_preset preset, mxfa_block block,
-                            const mxfa_view *data, const mxfa_view *scales);
+    kern_quantize_blocks_fn *quantize_blocks;
 } cpu_kernels;
 
 extern const cpu_kernels mxfa_kern_scalar;

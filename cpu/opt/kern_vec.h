@@ -37,23 +37,19 @@
 #define KERN_CAT(a, b) KERN_CAT_(a, b)
 #define KERN_FN(name) KERN_CAT(KERN_NAME, name)
 
-/* The kernels, as the table (cpu_kernels, kern.h) describes them. */
-void KERN_FN(dot)(int kn, const double *a, const uint16_t *ae, int64_t lda, const double *b, const uint16_t *be,
-                  int64_t ldb, kern_partial *out);
-unsigned KERN_FN(combine)(kern_combine how, kern_partial *p, int mr, unsigned rows, const int *sa, const int *sb,
-                          uint32_t *acc, int64_t ldc, uint32_t (*pending)[KERN_NR]);
-unsigned KERN_FN(fix)(kern_combine how, int kn, const double *a, const uint16_t *ae, int64_t lda, const double *b,
-                      int64_t ldb, const uint8_t *bhi, const kern_partial *p, int mr, unsigned rows, const int *sa,
-                      const int *sb, uint32_t *acc, int64_t ldc, uint32_t (*pending)[KERN_NR]);
-void KERN_FN(lsb_bound)(int kn, const uint16_t *be, int64_t ldb, uint8_t *bhi);
-float KERN_FN(row_max)(const uint32_t *s, int nvis, float c, float m);
-void KERN_FN(softmax_p)(const uint32_t *s, int nvis, int n, float c, float b, float *p);
-void KERN_FN(exp2_fma)(const uint32_t *s, int n, float c, float b, float *p);
-void KERN_FN(encode)(const fp8_format *fmt, const mxfa_block_rule *rule, const uint32_t *x, int n, uint8_t *out);
-int KERN_FN(decode_e4m3)(const uint8_t *codes, int n, double *v, uint16_t *e, uint16_t *code);
-void KERN_FN(quantize_rows)(const mxfa_view *x, mxfa_preset preset, const mxfa_view *data, const mxfa_view *scales);
-void KERN_FN(quantize_blocks)(const mxfa_view *x, const mxfa_segment *seg, mxfa_preset preset, mxfa_block block,
-                              const mxfa_view *data, const mxfa_view *scales);
+/* This instruction set's kernels, of the table's types (kern.h). */
+kern_dot_fn KERN_FN(dot);
+kern_combine_fn KERN_FN(combine);
+kern_fix_fn KERN_FN(fix);
+kern_lsb_bound_fn KERN_FN(lsb_bound);
+kern_row_max_fn KERN_FN(row_max);
+kern_softmax_p_fn KERN_FN(softmax_p);
+kern_exp2_fma_fn KERN_FN(exp2_fma);
+kern_encode_fn KERN_FN(encode);
+kern_decode_e4m3_fn KERN_FN(decode_e4m3);
+kern_quantize_rows_fn KERN_FN(quantize_rows);
+kern_quantize_blocks_fn KERN_FN(quantize_blocks);
+
 typedef double v8df __attribute__((vector_size(64)));
 typedef uint8_t v64qu __attribute__((vector_size(64)));
 typedef uint16_t v32hu __attribute__((vector_size(64)));
