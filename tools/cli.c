@@ -333,3 +333,45 @@ int cli_attn_option(const char *cmd, int id, const char *arg, cli_attn_args *a, 
         *rc = cli_usage(cmd, "%s", mxfa_last_error(NULL));
     return 1;
 }
+
+int cli_attn_check(const char *cmd, const cli_attn_args *a, int candidate)
+{
+    /* mxfa compare names another implementation's outputs; its wording says so */
+    const char *needs = candidate ? "--backward needs --q, --k, --v, --do and the candidate's --dq, --dk and --dv"
+                                  : "--backward needs --q, --k, --v, --do, --dq, --dk and --dv";
+    const char *no_out = candidate ? "--out belongs to the forward pass (compare the backward's --dq, --dk, --dv)"
+                                   : "--out belongs to the forward pass (the backward writes --dq, --dk, --dv)";
+    const char *o_lse = candidate ? "give both --o and --lse, or neither (then the emulator recomputes them)"
+                                  : "give both --o and --lse, or neither (then they are recomputed)";
+    const char *fwd = candidate ? "--q, --k, --v and the candidate's --out are required"
+                                : "--q, --k, --v and --out are required";
+    if (a->backward) {
+        if (!a->q || !a->k || !a->v || !a->dout || !a->dq || !a->dk || !a->dv)
+            return cli_usage(cmd, "%s", needs);
+        if (a->out)
+            return cli_usage(cmd, "%s", no_out);
+        if (!a->o != !a->lse)
+            return cli_usage(cmd, "%s", o_lse);
+    } else {
+        if (!a->q || !a->k || !a->v || !a->out)
+            return cli_usage(cmd, "%s", fwd);
+        if (a->dout || a->o || a->dq || a->dk || a->dv)
+            return cli_usage(cmd, "--do, --o, --dq, --dk and --dv belong to --backward");
+    }
+    if (!a->cuq != !a->cuk)
+        return cli_usage(cmd, "give both --cu-seqlens-q and --cu-seqlens-k, or neither");
+    return 0;
+}
+
+int cli_attn_read(const char *cmd, const cli_attn_args *a, npy_array *q, npy_array *k, npy_array *v, int32_t **cuq,
+                  int32_t **cuk, int *batch)
+{
+    int rc;
+    *cuq = *cuk = NULL;
+    *batch = 1;
+    if ((rc = cli_read_npy(cmd, "Q [tokens, heads, D]", a->q, NPY_F32, 3, NULL, q)) ||
+        (rc = cli_read_npy(cmd, "K [tokens, heads, D]", a->k, NPY_F32, 3, NULL, k)) ||
+        (rc = cli_read_npy(cmd, "V [tokens, heads, D]", a->v, NPY_F32, 3, NULL, v)))
+        return rc;
+    return a->cuq ? cli_read_cu_seqlens(cmd, a->cuq, a->cuk, cuq, cuk, batch) : 0;
+}

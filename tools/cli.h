@@ -90,6 +90,16 @@ void cli_attn_args_init(cli_attn_args *a, const char *backend);
  * the shared options, 0 if not; a usage error sets *rc (nonzero) and
  * returns 1. */
 int cli_attn_option(const char *cmd, int id, const char *arg, cli_attn_args *a, int *rc);
+/* After the options: the files a pass needs are given and those of the
+ * other pass are not, O with LSE, both offsets or neither. `candidate`:
+ * the outputs named are another implementation's (mxfa compare's
+ * wording). 0, or a usage error's exit status. */
+int cli_attn_check(const char *cmd, const cli_attn_args *a, int candidate);
+/* Read Q, K and V (float32 [tokens, heads, D]) and the offsets when
+ * given (else *cuq = *cuk = NULL and *batch = 1). 0, or an exit status
+ * with what was read freed by the caller's npy_free and free. */
+int cli_attn_read(const char *cmd, const cli_attn_args *a, npy_array *q, npy_array *k, npy_array *v, int32_t **cuq,
+                  int32_t **cuk, int *batch);
 
 /* A standard normal sample (Box-Muller on two halves of a splitmix64
  * step of *state): the synthetic data of bench and study. */

@@ -215,29 +215,16 @@ int cmd_attn(int argc, char **argv)
         default: return cli_usage(cmd, "unknown option or missing value: '%s'", argv[optind - 1]);
         }
     }
-    const char *pq = a.q, *pk = a.k, *pv = a.v, *pout = a.out, *plse = a.lse, *cuq_arg = a.cuq, *cuk_arg = a.cuk;
+    const char *pout = a.out, *plse = a.lse;
     const char *backend = a.backend, *pdo = a.dout, *po = a.o, *pdq = a.dq, *pdk = a.dk, *pdv = a.dv;
     const int out_bf16 = a.out_bf16, backward = a.backward;
     mxfa_attn_params p = a.p;
     if (optind < argc)
         return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
-    if (backward) {
-        if (!pq || !pk || !pv || !pdo || !pdq || !pdk || !pdv)
-            return cli_usage(cmd, "--backward needs --q, --k, --v, --do, --dq, --dk and --dv");
-        if (pout)
-            return cli_usage(cmd, "--out belongs to the forward pass (the backward writes --dq, --dk, --dv)");
-        if (!po != !plse)
-            return cli_usage(cmd, "give both --o and --lse, or neither (then they are recomputed)");
-        if (!strcmp(pdq, pdk) || !strcmp(pdq, pdv) || !strcmp(pdk, pdv))
-            return cli_usage(cmd, "--dq, --dk and --dv must name different files");
-    } else {
-        if (!pq || !pk || !pv || !pout)
-            return cli_usage(cmd, "--q, --k, --v and --out are required");
-        if (pdo || po || pdq || pdk || pdv)
-            return cli_usage(cmd, "--do, --o, --dq, --dk and --dv belong to --backward");
-    }
-    if (!cuq_arg != !cuk_arg)
-        return cli_usage(cmd, "give both --cu-seqlens-q and --cu-seqlens-k, or neither");
+    if ((rc = cli_attn_check(cmd, &a, 0)))
+        return rc;
+    if (backward && (!strcmp(pdq, pdk) || !strcmp(pdq, pdv) || !strcmp(pdk, pdv)))
+        return cli_usage(cmd, "--dq, --dk and --dv must name different files");
     if (!backward && plse && !strcmp(plse, pout))
         return cli_usage(cmd, "--out and --lse name the same file");
 
@@ -248,13 +235,7 @@ int cmd_attn(int argc, char **argv)
     float *o = NULL, *lse = NULL;
     uint16_t *obf = NULL;
     double *o64 = NULL, *l64 = NULL;
-    if ((rc = cli_read_npy(cmd, "Q [tokens, heads, D]", pq, NPY_F32, 3, NULL, &q)) ||
-        (rc = cli_read_npy(cmd, "K [tokens, heads, D]", pk, NPY_F32, 3, NULL, &k)) ||
-        (rc = cli_read_npy(cmd, "V [tokens, heads, D]", pv, NPY_F32, 3, NULL, &v)))
-        goto done;
-    if (cuq_arg && (rc = cli_read_cu_seqlens(cmd, cuq_arg, cuk_arg, &cuq, &cuk, &batch)))
-        goto done;
-    if ((rc = cli_open(cmd, backend, &ctx)))
+    if ((rc = cli_attn_read(cmd, &a, &q, &k, &v, &cuq, &cuk, &batch)) || (rc = cli_open(cmd, backend, &ctx)))
         goto done;
     int64_t tq = q.shape[0], hq = q.shape[1], d = q.shape[2];
     if (backward) {

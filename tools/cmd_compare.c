@@ -209,27 +209,14 @@ int cmd_compare(int argc, char **argv)
         default: return cli_usage(cmd, "unknown option or missing value: '%s'", argv[optind - 1]);
         }
     }
-    const char *pq = a.q, *pk = a.k, *pv = a.v, *pout = a.out, *plse = a.lse, *cuq_arg = a.cuq, *cuk_arg = a.cuk;
+    const char *pout = a.out, *plse = a.lse;
     const char *backend = a.backend, *pdo = a.dout, *po = a.o, *pdq = a.dq, *pdk = a.dk, *pdv = a.dv;
     const int out_bf16 = a.out_bf16, backward = a.backward;
     mxfa_attn_params p = a.p;
     if (optind < argc)
         return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
-    if (backward) {
-        if (!pq || !pk || !pv || !pdo || !pdq || !pdk || !pdv)
-            return cli_usage(cmd, "--backward needs --q, --k, --v, --do and the candidate's --dq, --dk and --dv");
-        if (pout)
-            return cli_usage(cmd, "--out belongs to the forward pass (compare the backward's --dq, --dk, --dv)");
-        if (!po != !plse)
-            return cli_usage(cmd, "give both --o and --lse, or neither (then the emulator recomputes them)");
-    } else {
-        if (!pq || !pk || !pv || !pout)
-            return cli_usage(cmd, "--q, --k, --v and the candidate's --out are required");
-        if (pdo || po || pdq || pdk || pdv)
-            return cli_usage(cmd, "--do, --o, --dq, --dk and --dv belong to --backward");
-    }
-    if (!cuq_arg != !cuk_arg)
-        return cli_usage(cmd, "give both --cu-seqlens-q and --cu-seqlens-k, or neither");
+    if ((rc = cli_attn_check(cmd, &a, 1)))
+        return rc;
 
     npy_array q = {0}, k = {0}, v = {0}, dO = {0}, oa = {0}, la = {0}, c[3] = {{0}, {0}, {0}};
     int32_t *cuq = NULL, *cuk = NULL;
@@ -238,14 +225,10 @@ int cmd_compare(int argc, char **argv)
     float *e[3] = {NULL, NULL, NULL}, *o = NULL, *lse = NULL;
     uint16_t *eb[3] = {NULL, NULL, NULL};
     double *t[3] = {NULL, NULL, NULL};
-    if ((rc = cli_read_npy(cmd, "Q [tokens, heads, D]", pq, NPY_F32, 3, NULL, &q)) ||
-        (rc = cli_read_npy(cmd, "K [tokens, heads, D]", pk, NPY_F32, 3, NULL, &k)) ||
-        (rc = cli_read_npy(cmd, "V [tokens, heads, D]", pv, NPY_F32, 3, NULL, &v)))
+    if ((rc = cli_attn_read(cmd, &a, &q, &k, &v, &cuq, &cuk, &batch)))
         goto done;
     const int64_t tq = q.shape[0], hq = q.shape[1], d = q.shape[2], tk = k.shape[0], hkv = k.shape[1];
     const int64_t qshape[3] = {tq, hq, d}, kshape[3] = {tk, hkv, d}, lshape[2] = {tq, hq};
-    if (cuq_arg && (rc = cli_read_cu_seqlens(cmd, cuq_arg, cuk_arg, &cuq, &cuk, &batch)))
-        goto done;
     /* the candidate's files */
     if (backward) {
         if ((rc = cli_read_npy(cmd, "dO", pdo, NPY_F32, 3, qshape, &dO)) ||
