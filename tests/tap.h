@@ -6,6 +6,10 @@
  * Reproducible randomness: the seed is fixed unless MXFA_SEED is set; a
  * seed that is not the default is printed. MXFA_CHECK_EXPENSIVE=1 turns on
  * the exhaustive sweeps.
+ *
+ * A test written in several files defines TAP_SHARED before including this
+ * in each, and TAP_SHARED_DEFINE as well in the one that holds main(): then
+ * all count one series of test points and draw from one generator.
  */
 #ifndef MXFA_TAP_H
 #define MXFA_TAP_H
@@ -18,7 +22,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int tap_count, tap_failed;
+#if defined(TAP_SHARED_DEFINE)
+#define TAP_STATE
+#elif defined(TAP_SHARED)
+#define TAP_STATE extern
+#else
+#define TAP_STATE static
+#endif
+
+TAP_STATE int tap_count, tap_failed;
 
 static void diag(const char *fmt, ...) __attribute__((format(printf, 1, 2), unused));
 static void diag(const char *fmt, ...)
@@ -78,7 +90,7 @@ static int expensive(void)
 }
 
 /* splitmix64: small, fast, good enough for test inputs */
-static uint64_t rng_state;
+TAP_STATE uint64_t rng_state;
 
 static uint64_t rng_next(void) __attribute__((unused));
 static uint64_t rng_next(void)
