@@ -92,7 +92,7 @@ int main(void)
     /* one head of 64 tokens: every model, head dim, mask and pass */
     const char *b1[] = {"bench", "--backend", "cpu", "--heads", "1", "--seqlen", "64", "--gemm", "64", "--reps", "1",
                         NULL};
-    bench_runs(b1, "bench: backend cpu", "H=1 S=64, median of 1");
+    bench_runs(b1, "bench: backend cpu", "H=1 S=64, key tiles of 128, median of 1");
     expect_table("bench --heads 1 --seqlen 64", 1, all, 4, dims_all, 3, 64, 1, 1);
 
     /* the report's settings: a 1024^3 product beside attention of 2 x 512 x 64 */
@@ -110,8 +110,23 @@ int main(void)
     /* --no-quantize and --gemm 0: attention alone */
     const char *b4[] = {"bench", "--backend", "cpu", "--heads", "1", "--seqlen", "32", "--dims", "128", "--models",
                         "sm90-bf16", "--gemm", "0", "--reps", "1", "--no-quantize", NULL};
-    bench_runs(b4, NULL, "H=1 S=32, median of 1");
+    bench_runs(b4, NULL, "H=1 S=32, key tiles of 128, median of 1");
     expect_table("attention alone", 0, sm90bf16, 1, dims_128, 1, 0, 1, 1);
+
+    /* the attention's key tiles: taken where they are a multiple of 32
+     * from 32 to 1024, refused otherwise (exit 2, the option named) */
+    const char *b5[] = {"bench", "--backend", "cpu", "--heads", "1", "--seqlen", "96", "--dims", "64", "--models",
+                        "sm90-bf16", "--gemm", "0", "--reps", "1", "--no-quantize", "--block-n", "64", NULL};
+    bench_runs(b5, NULL, "H=1 S=96, key tiles of 64, median of 1");
+    expect_table("key tiles of 64", 0, sm90bf16, 1, dims_64, 1, 0, 1, 1);
+    static const char *const bad_bn[] = {"48", "0", "2048", "64x", ""};
+    for (int i = 0; i < 5; i++) {
+        const char *b6[] = {"bench", "--backend", "cpu", "--block-n", bad_bn[i], NULL};
+        const int rc = run(b6, out, sizeof out);
+        if (!ok(rc == 2 && strstr(errtext, "--block-n: expected a multiple of 32") && !strstr(out, "operation"),
+                "bench --block-n '%s': exit 2 naming the option, no table (exit %d)", bad_bn[i], rc))
+            diag("stderr: %s", errtext);
+    }
 
     cli_finish();
     return done_testing();

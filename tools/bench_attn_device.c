@@ -97,16 +97,19 @@ static mxfa_status run_one(void *arg)
 
 /* The table of one pass under one model, a row for each of shapes[0 ..
  * nshapes - 1]. */
-static int bench_pass(const char *cmd, mxfa_ctx *ctx, int reps, mxfa_model model, int backward,
+static int bench_pass(const char *cmd, mxfa_ctx *ctx, int reps, mxfa_model model, int block_n, int backward,
                       const attn_shape *shapes, int nshapes)
 {
+    mxfa_attn_params dflt;
+    mxfa_attn_params_default(&dflt);
+    const int bn = block_n ? block_n : dflt.block_n;
     if (backward)
-        printf("\nattention backward, %s, const P, bf16 in and out, device memory "
-               "(TFLOP/s: 2.5 times the forward pass's count)\n", mxfa_model_name(model));
+        printf("\nattention backward, %s, const P, key tiles of %d, bf16 in and out, device memory "
+               "(TFLOP/s: 2.5 times the forward pass's count)\n", mxfa_model_name(model), bn);
     else
-        printf("\nattention forward, %s, const P, bf16 in and out, device memory "
+        printf("\nattention forward, %s, const P, key tiles of %d, bf16 in and out, device memory "
                "(TFLOP/s: 4 B H S^2 D, half when causal; c: the leak-free causal mask, cp: the plain one)\n",
-               mxfa_model_name(model));
+               mxfa_model_name(model), bn);
     printf("%-26s %10s %10s %14s %12s %18s %12s\n", "shape B,H,S,D", "ms", "TFLOP/s", "quantize ms", "of the call",
            "TFLOP/s without it", "scratch MiB");
     int rc = 0;
@@ -118,6 +121,7 @@ static int bench_pass(const char *cmd, mxfa_ctx *ctx, int reps, mxfa_model model
         a.ctx = ctx, a.sh = s;
         mxfa_attn_params_default(&a.p);
         a.p.model = model;
+        a.p.block_n = bn;
         a.p.causal = s->causal;
         void **bufs[] = {&a.q, &a.k, &a.v, &a.o, &a.lse, &a.codes, &a.scales, &a.dout, &a.dq, &a.dk, &a.dv};
         const int nbufs = backward ? 11 : 7;
@@ -205,8 +209,8 @@ int bench_attn_device_shapes(const char *cmd, const int *dims, int ndims, int ca
     return -1;
 }
 
-int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps, const int *models, int nmodels, int backward,
-                      const attn_shape *shapes, int nshapes)
+int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps, const int *models, int nmodels, int block_n,
+                      int backward, const attn_shape *shapes, int nshapes)
 {
     /* by default the models this GPU's kernels compute: sm100 on Blackwell,
      * sm90-bf16 and sm90-fp8 on Hopper */
@@ -220,6 +224,6 @@ int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps, const int *model
     int rc = 0;
     for (int pass = 0; pass < (backward ? 2 : 1) && !rc; pass++)
         for (int m = 0; m < nmodels && !rc; m++)
-            rc = bench_pass(cmd, ctx, reps, (mxfa_model)models[m], pass, shapes, nshapes);
+            rc = bench_pass(cmd, ctx, reps, (mxfa_model)models[m], block_n, pass, shapes, nshapes);
     return rc;
 }

@@ -50,6 +50,8 @@ static const char bench_help[] =
     "  --models LIST|all             ideal,sm100,sm90-fp8,sm90-bf16 (default all)\n"
     "  --gemm N                      product size N x N x N (default 1024; 0 skips)\n"
     "  --reps N                      runs per measurement, median reported (default 3)\n"
+    "  --block-n N                   attention's key tiles, a multiple of 32 (default\n"
+    "                                128); the kernels take only some (see mxfa attn)\n"
     "  --no-backward, --no-causal, --no-quantize\n"
     "                                skip those measurements\n";
 
@@ -64,7 +66,8 @@ enum {
     OPT_NOBWD,
     OPT_NOCAUSAL,
     OPT_NOQUANT,
-    OPT_SHAPE
+    OPT_SHAPE,
+    OPT_BLOCK_N
 };
 
 static const struct option options[] = {
@@ -73,7 +76,8 @@ static const struct option options[] = {
     {"models", required_argument, NULL, OPT_MODELS},   {"gemm", required_argument, NULL, OPT_GEMM},
     {"reps", required_argument, NULL, OPT_REPS},       {"no-backward", no_argument, NULL, OPT_NOBWD},
     {"no-causal", no_argument, NULL, OPT_NOCAUSAL},    {"no-quantize", no_argument, NULL, OPT_NOQUANT},
-    {"shape", required_argument, NULL, OPT_SHAPE},     {"help", no_argument, NULL, 'h'},
+    {"shape", required_argument, NULL, OPT_SHAPE},     {"block-n", required_argument, NULL, OPT_BLOCK_N},
+    {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
@@ -117,6 +121,7 @@ typedef struct bench {
     const char *cmd;
     mxfa_ctx *ctx;
     int reps;
+    int block_n; /* attention's key tiles; 0: the default */
     int step, steps, tty;
     result results[MAX_RESULTS];
     int nresults;
@@ -341,6 +346,8 @@ static int bench_attn(bench *b, int64_t h, int64_t s, const int *dims, int ndims
                     attn_arg aa = {.ctx = b->ctx};
                     mxfa_attn_params_default(&aa.p);
                     aa.p.model = (mxfa_model)models[mi];
+                    if (b->block_n)
+                        aa.p.block_n = b->block_n;
                     aa.p.causal = c ? MXFA_CAUSAL : MXFA_CAUSAL_NONE;
                     aa.q = t3(buf[0], MXFA_F32, s, h, d), aa.k = t3(buf[1], MXFA_F32, s, h, d);
                     aa.v = t3(buf[2], MXFA_F32, s, h, d), aa.dout = t3(buf[3], MXFA_F32, s, h, d);
@@ -377,9 +384,11 @@ static void print_table(const bench *b, int64_t h, int64_t s, const int *dims, i
     for (int di = 0; di < ndims; di++)
         dmax = dims[di] > dmax ? dims[di] : dmax;
     const char *isa = mxfa_cpu_isa(b->ctx);
-    printf("mxfa %s bench: backend %s%s%s, %d thread%s, H=%lld S=%lld, median of %d\n", mxfa_version(),
-           mxfa_backend_name(b->ctx), isa ? " " : "", isa ? isa : "", threads, threads == 1 ? "" : "s", (long long)h,
-           (long long)s, b->reps);
+    mxfa_attn_params dflt;
+    mxfa_attn_params_default(&dflt);
+    printf("mxfa %s bench: backend %s%s%s, %d thread%s, H=%lld S=%lld, key tiles of %d, median of %d\n",
+           mxfa_version(), mxfa_backend_name(b->ctx), isa ? " " : "", isa ? isa : "", threads, threads == 1 ? "" : "s",
+           (long long)h, (long long)s, b->block_n ? b->block_n : dflt.block_n, b->reps);
     printf("%-40s %10s %-8s %10s %14s\n", "operation", "rate", "", "seconds", "peak RSS MiB");
     for (int i = 0; i < b->nresults; i++)
         printf("%-40s %10.4g %-8s %10.4g %14.1f\n", b->results[i].what, b->results[i].value, b->results[i].unit,
@@ -431,7 +440,7 @@ static int parse_count(const char *s, long lo, long hi, long *out)
 int cmd_bench(int argc, char **argv)
 {
     const char *cmd = "bench", *backend = "auto";
-    long heads = 4, seqlen = 2048, gemm_n = 1024, reps = 3;
+    long heads = 4, seqlen = 2048, gemm_n = 1024, reps = 3, block_n = 0;
     int dims[3] = {64, 128, 256}, ndims = 3, models[4] = {0, 1, 2, 3}, nmodels = 4, backward = 1, causal = 1, ch;
     int quantize = 1;
     int heads_given = 0, seqlen_given = 0;
@@ -473,6 +482,10 @@ int cmd_bench(int argc, char **argv)
                 return cli_usage(cmd, "--models: expected 'all' or a list of ideal, sm100, sm90-fp8, sm90-bf16, got '%s'",
                                  optarg);
             break;
+        case OPT_BLOCK_N:
+            if (!parse_count(optarg, 32, 1024, &block_n) || block_n % 32)
+                return cli_usage(cmd, "--block-n: expected a multiple of 32 from 32 to 1024, got '%s'", optarg);
+            break;
         case OPT_NOBWD: backward = 0; break;
         case OPT_NOCAUSAL: causal = 0; break;
         case OPT_NOQUANT: quantize = 0; break;
@@ -502,7 +515,8 @@ int cmd_bench(int argc, char **argv)
              : quantize || gemm_n > 0 ? bench_device(cmd, ctx, (int)reps, quantize, gemm_n > 0)
                                       : 0;
         if (!rc)
-            rc = bench_attn_device(cmd, ctx, (int)reps, models, models_given ? nmodels : 0, backward, shapes, nshapes);
+            rc = bench_attn_device(cmd, ctx, (int)reps, models, models_given ? nmodels : 0, (int)block_n, backward, shapes,
+                                   nshapes);
         mxfa_close(ctx);
         return rc;
     }
@@ -512,7 +526,7 @@ int cmd_bench(int argc, char **argv)
         mxfa_close(ctx);
         return rc;
     }
-    bench b = {.cmd = cmd, .ctx = ctx, .reps = (int)reps, .tty = isatty(2)};
+    bench b = {.cmd = cmd, .ctx = ctx, .reps = (int)reps, .block_n = (int)block_n, .tty = isatty(2)};
     b.steps = quantize + (gemm_n > 0 ? nmodels : 0) + nmodels * ndims * (causal ? 2 : 1) * (backward ? 2 : 1);
     rc = quantize ? bench_quantize(&b) : 0;
     if (!rc && gemm_n > 0)
