@@ -49,21 +49,14 @@ constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240; // 128 x 24 + 256 x 240 <
 // OVERLAP: a tile's softmax overlaps the last tile's P V within the
 // warpgroup, which holds two sets of P for it; at D = 256, O's 128
 // registers a thread leave room for one, and the two warpgroups overlap
-// each other only. AHEAD (key tiles of 64, D <= 128): besides, the next
-// tile's S is issued before this tile's softmax, into a second S
-// accumulator, so that a warpgroup never waits for its own S (O, two S and
-// two sets of P: 160 registers a thread at D = 128; at key tiles of 128
-// they would take 256). STAGES: K and V tiles in flight (D = 256: one each;
-// AHEAD: three, since K is read a step sooner and the producer loads a
-// tile's V before the next tile's K).
+// each other only. STAGES: K and V tiles in flight (D = 256: one each).
 template <int D, int BN> struct config {
     static_assert(D == 64 || D == 128 || D == 256, "head dim");
     static_assert(BN == 64 || BN == 128, "key tile");
     static constexpr int QP = D / 64; // 64-column (128-byte) panels of Q and K rows
     static constexpr int VP = BN / 32; // 32-key (64-byte) panels of V^T rows: a panel a block of keys
+    static constexpr int STAGES = D == 256 ? 1 : 2;
     static constexpr bool OVERLAP = D < 256;
-    static constexpr bool AHEAD = OVERLAP && BN == 64;
-    static constexpr int STAGES = D == 256 ? 1 : AHEAD ? 3 : 2;
 };
 
 // Shared memory: Q and K in panels of 128-byte rows in 128-byte swizzle, V^T
@@ -80,7 +73,7 @@ template <int D, int BN> struct __align__(1024) fwd_shared {
     uint64_t q_full, k_full[cf::STAGES], k_empty[cf::STAGES], v_full[cf::STAGES], v_empty[cf::STAGES];
 };
 template <int D, int BN> constexpr size_t SMEM_BYTES = sizeof(fwd_shared<D, BN>) + 1024;
-static_assert(SMEM_BYTES<256, 128> <= 227 * 1024 && SMEM_BYTES<128, 128> <= 227 * 1024 && SMEM_BYTES<128, 64> <= 227 * 1024,
+static_assert(SMEM_BYTES<256, 128> <= 227 * 1024 && SMEM_BYTES<128, 128> <= 227 * 1024,
               "shared memory of an H100 or H200 CTA");
 
 struct fwd_params {
@@ -291,7 +284,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int row0 = qt.r0 + wg * 64 + w * 16 + lane / 4; // this thread's rows: row0, row0 + 8
     const int lim[2] = {qt.limit(row0), qt.limit(row0 + 8)};
     rows2 r = {{NEG_INF, NEG_INF}, {{0.0f, 0.0f}, {0.0f, 0.0f}}};
-    float o[D / 2], s[cf::AHEAD ? 2 : 1][BN / 2];
+    float o[D / 2], s[BN / 2];
     uint32_t pa[2][BN / 16][4];
 #pragma unroll
     for (int i = 0; i < D / 2; i++)
@@ -302,10 +295,10 @@ __global__ void __launch_bounds__(THREADS, 1)
         const int stage = j % STAGES;
         bar_wait(&sh.k_full[stage], (j / STAGES) & 1);
         wgmma_fence();
-        issue_s<D, BN>(s[0], sh, stage, wg);
+        issue_s<D, BN>(s, sh, stage, wg);
         wgmma_commit();
         wgmma_wait<0>();
-        fence_regs(s[0]);
+        fence_regs(s);
         bar_arrive(&sh.k_empty[stage]);
     };
     // the softmax of tile j into P set pset; a tile some row does not see
@@ -314,7 +307,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     // form of the softmax in the kernel, whose code every tile keeps warm
     // in the instruction cache (with a second, masked form, the tile on the
     // diagonal ran cold code once a query tile)
-    auto softmax = [&](int j, float(&sj)[BN / 2], uint32_t(&pset)[BN / 16][4]) {
+    auto softmax = [&](int j, uint32_t(&pset)[BN / 16][4]) {
         if (!whole(j)) {
             int vis[2];
 #pragma unroll
@@ -322,9 +315,9 @@ __global__ void __launch_bounds__(THREADS, 1)
                 const int seen = lim[hh] - j * BN + 1;
                 vis[hh] = seen < 0 ? 0 : seen > BN ? BN : seen;
             }
-            mask_scores<BN>(sj, vis);
+            mask_scores<BN>(s, vis);
         }
-        return softmax_tile<BN, P_DYNAMIC>(sj, r, p.c, pset);
+        return softmax_tile<BN, P_DYNAMIC>(s, r, p.c, pset);
     };
     // O += P(j) V(j) from P set pset, waited for, V's stage released
     auto pv = [&](int j, const uint32_t(&pset)[BN / 16][4]) {
@@ -347,116 +340,14 @@ __global__ void __launch_bounds__(THREADS, 1)
         bar_wait(&sh.q_full, 0);
         if constexpr (CAREFUL || !cf::OVERLAP) {
             scores(0);
-            softmax(0, s[0], pa[0]); // O is zero: nothing to rescale
+            softmax(0, pa[0]); // O is zero: nothing to rescale
             // a tile at a time: P V of tile j - 1, S of tile j, its softmax
             for (int j = 1; j < nkt; j++) {
                 pv(j - 1, pa[0]);
                 scores(j);
-                rescale_o<D>(o, softmax(j, s[0], pa[0]));
+                rescale_o<D>(o, softmax(j, pa[0]));
             }
             pv(nkt - 1, pa[0]);
-        } else if constexpr (cf::AHEAD) {
-            // Step j: in the warpgroup's turn, tile j - 1's P V (P in pprev)
-            // and then tile j + 1's S (into snext) issued, each its own
-            // group; tile j's S (in scur, issued a step before) waited for
-            // and its softmax made (into pset) while both run; then the
-            // P V waited for and O rescaled for tile j. The turns as below.
-            // Every step issues both products, so that ptxas can follow
-            // the groups (with either issued under a condition it
-            // serializes them all): the first step, which has no P V, is
-            // written out apart, and the last issues an S past the last
-            // tile, from a stage no copy is writing, whose result is not
-            // read. The scores are never written in place (softmax_tile
-            // reads them; a masked tile is masked in a copy) for the same
-            // reason.
-            auto my_turn = [&] { named_sync(BAR_TURN0 + wg, 256); };
-            auto hand_over = [&] { named_arrive(BAR_TURN0 + (1 - wg), 256); };
-            auto softmax_of = [&](int j, const float(&sj)[BN / 2], uint32_t(&pset)[BN / 16][4]) {
-                if (whole(j))
-                    return softmax_tile<BN, P_DYNAMIC>(sj, r, p.c, pset);
-                float masked[BN / 2];
-#pragma unroll
-                for (int i = 0; i < BN / 2; i++)
-                    masked[i] = sj[i];
-                return softmax(j, masked, pset);
-            };
-            // K(j + 1) waited for, before the turn (none past the last tile)
-            auto wait_next = [&](int j) {
-                if (j + 1 < nkt)
-                    bar_wait(&sh.k_full[(j + 1) % STAGES], ((j + 1) / STAGES) & 1);
-            };
-            // S(j + 1) issued (past the last tile: the stage's stale keys)
-            auto issue_next = [&](int j, float(&snext)[BN / 2]) {
-                issue_s<D, BN>(snext, sh, (j + 1) % STAGES, wg);
-                wgmma_commit();
-            };
-            auto step = [&](int j, float(&scur)[BN / 2], float(&snext)[BN / 2], uint32_t(&pset)[BN / 16][4],
-                            const uint32_t(&pprev)[BN / 16][4]) {
-                const int stage = j % STAGES, prev = (j + STAGES - 1) % STAGES;
-                bar_wait(&sh.v_full[prev], ((j - 1) / STAGES) & 1);
-                wait_next(j);
-                my_turn();
-                wgmma_fence();
-                issue_pv<D, BN>(o, pprev, sh, prev);
-                wgmma_commit();
-                issue_next(j, snext);
-                hand_over();
-                wgmma_wait<2>(); // S(j): the two groups after it may run on
-                fence_regs(scur);
-                bar_arrive(&sh.k_empty[stage]);
-                const max_step st = softmax_of(j, scur, pset);
-                wgmma_wait<1>(); // P V (j - 1)
-                fence_regs(o);
-                hold_fragments(pprev);
-                bar_arrive(&sh.v_empty[prev]);
-                rescale_o<D>(o, st);
-            };
-            auto last_pv = [&](int j, const uint32_t(&pset)[BN / 16][4]) {
-                const int stage = j % STAGES;
-                bar_wait(&sh.v_full[stage], (j / STAGES) & 1);
-                my_turn();
-                wgmma_fence();
-                issue_pv<D, BN>(o, pset, sh, stage);
-                wgmma_commit();
-                if (wg == 0)
-                    hand_over();
-                wgmma_wait<0>(); // and the S past the last tile
-                fence_regs(o);
-                fence_regs(s[0]);
-                fence_regs(s[1]);
-                hold_fragments(pset);
-                bar_arrive(&sh.v_empty[stage]);
-            };
-            if (wg == 1)
-                hand_over(); // warpgroup 0 takes the first turn
-            bar_wait(&sh.k_full[0], 0);
-            my_turn();
-            wgmma_fence();
-            issue_s<D, BN>(s[0], sh, 0, wg);
-            wgmma_commit();
-            hand_over();
-            // tile 0: S(1) issued, S(0)'s softmax (O is zero: nothing to rescale)
-            wait_next(0);
-            my_turn();
-            wgmma_fence();
-            issue_next(0, s[1]);
-            hand_over();
-            wgmma_wait<1>();
-            fence_regs(s[0]);
-            bar_arrive(&sh.k_empty[0]);
-            softmax_of(0, s[0], pa[0]);
-            // two tiles a round, so that the S arrays and P sets are named
-            // when compiling (as below)
-            int j = 1;
-            for (; j < nkt; j += 2) {
-                step(j, s[1], s[0], pa[1], pa[0]);
-                if (j + 1 < nkt)
-                    step(j + 1, s[0], s[1], pa[0], pa[1]);
-            }
-            if ((nkt - 1) % 2 == 0)
-                last_pv(nkt - 1, pa[0]);
-            else
-                last_pv(nkt - 1, pa[1]);
         } else {
             // Tile j's S issued with tile j - 1's P V right behind it (P in
             // pprev), the softmax of S (into pset) while the P V runs; then O
@@ -472,15 +363,15 @@ __global__ void __launch_bounds__(THREADS, 1)
                 bar_wait(&sh.v_full[prev], ((j - 1) / STAGES) & 1);
                 my_turn();
                 wgmma_fence();
-                issue_s<D, BN>(s[0], sh, stage, wg);
+                issue_s<D, BN>(s, sh, stage, wg);
                 wgmma_commit();
                 issue_pv<D, BN>(o, pprev, sh, prev);
                 wgmma_commit();
                 hand_over();
                 wgmma_wait<1>();
-                fence_regs(s[0]);
+                fence_regs(s);
                 bar_arrive(&sh.k_empty[stage]);
-                const max_step st = softmax(j, s[0], pset);
+                const max_step st = softmax(j, pset);
                 wgmma_wait<0>();
                 fence_regs(o);
                 hold_fragments(pprev);
@@ -507,13 +398,13 @@ __global__ void __launch_bounds__(THREADS, 1)
             bar_wait(&sh.k_full[0], 0);
             my_turn();
             wgmma_fence();
-            issue_s<D, BN>(s[0], sh, 0, wg);
+            issue_s<D, BN>(s, sh, 0, wg);
             wgmma_commit();
             hand_over();
             wgmma_wait<0>();
-            fence_regs(s[0]);
+            fence_regs(s);
             bar_arrive(&sh.k_empty[0]);
-            softmax(0, s[0], pa[0]); // O is zero: nothing to rescale
+            softmax(0, pa[0]); // O is zero: nothing to rescale
             // Two tiles a round, so that the P sets are named when compiling,
             // the second skipped past the last tile: every tile runs the
             // same code, which stays in the instruction cache. (With the

@@ -101,16 +101,12 @@ template <int BN> __device__ __forceinline__ void mask_scores(float (&s)[BN / 2]
 }
 
 // The softmax of one tile. s: the scores (fp32, the accumulator fragment,
-// masked by mask_scores where some row does not see the tile whole), read
-// only: a block's P lives in registers of its own, so that s may be the
-// accumulator of a product in flight's neighbour (ptxas serializes every
-// wgmma of a kernel where other instructions write an accumulator
-// between its steps); c: fl(scale * log2 e). pa: the bf16 A fragments of P, one a
+// masked by mask_scores where some row does not see the tile whole),
+// overwritten; c: fl(scale * log2 e). pa: the bf16 A fragments of P, one a
 // k16 step. P_DYNAMIC: P in row blocks of 32 keys under the rceil rule,
 // else one scale 2^-8.
 template <int BN, bool P_DYNAMIC>
-__device__ __forceinline__ max_step softmax_tile(const float (&s)[BN / 2], rows2 &r, float c,
-                                                 uint32_t (&pa)[BN / 16][4])
+__device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, float c, uint32_t (&pa)[BN / 16][4])
 {
     // the maximum, in any order (max is exact; any NaN makes it NaN): a
     // tree, whose depth is log2 of a row's BN / 4 scores, not their count
@@ -141,15 +137,14 @@ __device__ __forceinline__ max_step softmax_tile(const float (&s)[BN / 2], rows2
     // then each partial in key order (j ascending), then P to E4M3 and back
 #pragma unroll
     for (int kb = 0; kb < BN / 32; kb++) {
-        float pb[4][2][2]; // the block's P: [j - 4 kb][row][e]
 #pragma unroll
         for (int j = 4 * kb; j < 4 * kb + 4; j++)
 #pragma unroll
             for (int hh = 0; hh < 2; hh++)
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
-                    float &x = pb[j - 4 * kb][hh][e];
-                    x = mx_exp2_capped8(__fmaf_rn(s[4 * j + 2 * hh + e], c, b[hh]));
+                    float &x = s[4 * j + 2 * hh + e];
+                    x = mx_exp2_capped8(__fmaf_rn(x, c, b[hh]));
                     r.part[hh][e] = __fadd_rn(r.part[hh][e], x);
                 }
         uint32_t scale[2] = {0x7Fu, 0x7Fu};
@@ -159,10 +154,10 @@ __device__ __forceinline__ max_step softmax_tile(const float (&s)[BN / 2], rows2
             for (int hh = 0; hh < 2; hh++) {
                 amax_acc acc;
 #pragma unroll
-                for (int j = 0; j < 4; j++)
+                for (int j = 4 * kb; j < 4 * kb + 4; j++)
 #pragma unroll
                     for (int e = 0; e < 2; e++)
-                        acc.add(__float_as_uint(pb[j][hh][e]));
+                        acc.add(__float_as_uint(s[4 * j + 2 * hh + e]));
                 acc.reduce(4);
                 const block_rule rule = rule_from_amax(fp8_e4m3(), MXFA_PRESET_RCEIL, acc.amax, acc.nan, acc.inf);
                 scale[hh] = rule.scale, rcp[hh] = e8m0_reciprocal(rule.scale);
@@ -174,8 +169,8 @@ __device__ __forceinline__ max_step softmax_tile(const float (&s)[BN / 2], rows2
             for (int hh = 0; hh < 2; hh++) {
                 // const P's scale is 1 (code 0x7F): no multiplication, which
                 // the compiler may not drop (x * 1 quiets a signalling NaN)
-                const float p0 = P_DYNAMIC ? __fmul_rn(pb[j - 4 * kb][hh][0], rcp[hh]) : pb[j - 4 * kb][hh][0];
-                const float p1 = P_DYNAMIC ? __fmul_rn(pb[j - 4 * kb][hh][1], rcp[hh]) : pb[j - 4 * kb][hh][1];
+                const float p0 = P_DYNAMIC ? __fmul_rn(s[4 * j + 2 * hh], rcp[hh]) : s[4 * j + 2 * hh];
+                const float p1 = P_DYNAMIC ? __fmul_rn(s[4 * j + 2 * hh + 1], rcp[hh]) : s[4 * j + 2 * hh + 1];
                 const uint32_t two =
                     (uint32_t)__nv_cvt_float2_to_fp8x2(make_float2(p0, p1), __NV_SATFINITE, __NV_E4M3);
                 // keys 8j + 2t, + 1 of row hh: step j / 2, register hh (+ 2 for odd j)
