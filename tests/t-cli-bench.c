@@ -98,13 +98,13 @@ int main(void)
     /* the report's settings: a 1024^3 product beside attention of 2 x 512 x 64 */
     const char *b2[] = {"bench", "--backend", "cpu", "--heads", "2", "--seqlen", "512", "--dims", "64", "--models",
                         "sm100", "--reps", "2", NULL};
-    bench_runs(b2, NULL, "H=2 S=512, median of 2");
+    bench_runs(b2, NULL, "H=2 S=512, key tiles of 128, median of 2");
     expect_table("the report's settings", 1, sm100, 1, dims_64, 1, 1024, 1, 1);
 
     /* the smallest settings there are, on the emulator */
     const char *b3[] = {"bench", "--backend", "ref", "--heads", "1", "--seqlen", "1", "--dims", "64", "--models",
                         "ideal", "--gemm", "1", "--reps", "1", "--no-backward", "--no-causal", NULL};
-    bench_runs(b3, "bench: backend ref", "H=1 S=1, median of 1");
+    bench_runs(b3, "bench: backend ref", "H=1 S=1, key tiles of 128, median of 1");
     expect_table("one token, a 1 x 1 x 1 product", 1, ideal, 1, dims_64, 1, 1, 0, 0);
 
     /* --no-quantize and --gemm 0: attention alone */
