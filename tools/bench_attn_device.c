@@ -100,16 +100,13 @@ static mxfa_status run_one(void *arg)
 static int bench_pass(const char *cmd, mxfa_ctx *ctx, int reps, mxfa_model model, int block_n, int backward,
                       const attn_shape *shapes, int nshapes)
 {
-    mxfa_attn_params dflt;
-    mxfa_attn_params_default(&dflt);
-    const int bn = block_n ? block_n : dflt.block_n;
     if (backward)
         printf("\nattention backward, %s, const P, key tiles of %d, bf16 in and out, device memory "
-               "(TFLOP/s: 2.5 times the forward pass's count)\n", mxfa_model_name(model), bn);
+               "(TFLOP/s: 2.5 times the forward pass's count)\n", mxfa_model_name(model), block_n);
     else
         printf("\nattention forward, %s, const P, key tiles of %d, bf16 in and out, device memory "
                "(TFLOP/s: 4 B H S^2 D, half when causal; c: the leak-free causal mask, cp: the plain one)\n",
-               mxfa_model_name(model), bn);
+               mxfa_model_name(model), block_n);
     printf("%-26s %10s %10s %14s %12s %18s %12s\n", "shape B,H,S,D", "ms", "TFLOP/s", "quantize ms", "of the call",
            "TFLOP/s without it", "scratch MiB");
     int rc = 0;
@@ -121,7 +118,7 @@ static int bench_pass(const char *cmd, mxfa_ctx *ctx, int reps, mxfa_model model
         a.ctx = ctx, a.sh = s;
         mxfa_attn_params_default(&a.p);
         a.p.model = model;
-        a.p.block_n = bn;
+        a.p.block_n = block_n;
         a.p.causal = s->causal;
         void **bufs[] = {&a.q, &a.k, &a.v, &a.o, &a.lse, &a.codes, &a.scales, &a.dout, &a.dq, &a.dk, &a.dv};
         const int nbufs = backward ? 11 : 7;

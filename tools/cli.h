@@ -135,8 +135,7 @@ int bench_attn_device_shapes(const char *cmd, const int *dims, int ndims, int ca
                              attn_shape shapes[BENCH_SHAPES]);
 /* Its attention at shapes[0 .. nshapes - 1] (tools/bench_attn_device.c),
  * under models[0 .. nmodels - 1] (none: those the GPU's kernels compute)
- * with key tiles of block_n (0: the default), forward and, with backward,
- * backward. */
+ * with key tiles of block_n, forward and, with backward, backward. */
 int bench_attn_device(const char *cmd, mxfa_ctx *ctx, int reps, const int *models, int nmodels, int block_n,
                       int backward, const attn_shape *shapes, int nshapes);
 

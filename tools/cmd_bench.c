@@ -121,7 +121,7 @@ typedef struct bench {
     const char *cmd;
     mxfa_ctx *ctx;
     int reps;
-    int block_n; /* attention's key tiles; 0: the default */
+    int block_n; /* attention's key tiles */
     int step, steps, tty;
     result results[MAX_RESULTS];
     int nresults;
@@ -346,8 +346,7 @@ static int bench_attn(bench *b, int64_t h, int64_t s, const int *dims, int ndims
                     attn_arg aa = {.ctx = b->ctx};
                     mxfa_attn_params_default(&aa.p);
                     aa.p.model = (mxfa_model)models[mi];
-                    if (b->block_n)
-                        aa.p.block_n = b->block_n;
+                    aa.p.block_n = b->block_n;
                     aa.p.causal = c ? MXFA_CAUSAL : MXFA_CAUSAL_NONE;
                     aa.q = t3(buf[0], MXFA_F32, s, h, d), aa.k = t3(buf[1], MXFA_F32, s, h, d);
                     aa.v = t3(buf[2], MXFA_F32, s, h, d), aa.dout = t3(buf[3], MXFA_F32, s, h, d);
@@ -384,11 +383,9 @@ static void print_table(const bench *b, int64_t h, int64_t s, const int *dims, i
     for (int di = 0; di < ndims; di++)
         dmax = dims[di] > dmax ? dims[di] : dmax;
     const char *isa = mxfa_cpu_isa(b->ctx);
-    mxfa_attn_params dflt;
-    mxfa_attn_params_default(&dflt);
     printf("mxfa %s bench: backend %s%s%s, %d thread%s, H=%lld S=%lld, key tiles of %d, median of %d\n",
            mxfa_version(), mxfa_backend_name(b->ctx), isa ? " " : "", isa ? isa : "", threads, threads == 1 ? "" : "s",
-           (long long)h, (long long)s, b->block_n ? b->block_n : dflt.block_n, b->reps);
+           (long long)h, (long long)s, b->block_n, b->reps);
     printf("%-40s %10s %-8s %10s %14s\n", "operation", "rate", "", "seconds", "peak RSS MiB");
     for (int i = 0; i < b->nresults; i++)
         printf("%-40s %10.4g %-8s %10.4g %14.1f\n", b->results[i].what, b->results[i].value, b->results[i].unit,
@@ -440,7 +437,10 @@ static int parse_count(const char *s, long lo, long hi, long *out)
 int cmd_bench(int argc, char **argv)
 {
     const char *cmd = "bench", *backend = "auto";
-    long heads = 4, seqlen = 2048, gemm_n = 1024, reps = 3, block_n = 0;
+    long heads = 4, seqlen = 2048, gemm_n = 1024, reps = 3;
+    mxfa_attn_params attn_default;
+    mxfa_attn_params_default(&attn_default);
+    long block_n = attn_default.block_n;
     int dims[3] = {64, 128, 256}, ndims = 3, models[4] = {0, 1, 2, 3}, nmodels = 4, backward = 1, causal = 1, ch;
     int quantize = 1;
     int heads_given = 0, seqlen_given = 0;
