@@ -24,6 +24,7 @@ int wanted(const char *name)
     return 0;
 }
 
+/* ---- buffers that live on the host, and on the device for device runs ---- */
 
 buf buf_new(size_t bytes, int fill)
 {
