@@ -129,4 +129,9 @@ static inline uint32_t bf16_to_f32_bits(uint16_t h)
 }
 uint16_t mxfa_f32_bits_to_bf16(uint32_t bits);
 
+/* ---- f16 (IEEE binary16) ---- */
+/* fp32 -> f16 to nearest even: subnormals kept, overflow to Inf, NaN quiet */
+uint16_t mxfa_f32_bits_to_f16(uint32_t bits);
+uint32_t mxfa_f16_to_f32_bits(uint16_t h); /* exact */
+
 #endif

@@ -233,6 +233,11 @@ MXFA_API float mxfa_e8m0_to_f32(uint8_t code);
 MXFA_API float mxfa_bf16_to_f32(uint16_t x);
 MXFA_API uint16_t mxfa_f32_to_bf16(float x);
 
+/* f16 (IEEE binary16) <-> fp32, the same rules: widening exact, narrowing
+ * to nearest even with subnormals kept and overflow to Inf. */
+MXFA_API float mxfa_f16_to_f32(uint16_t x);
+MXFA_API uint16_t mxfa_f32_to_f16(float x);
+
 /* ------------------------------------------------------------------ */
 /* Block quantization                                                 */
 
@@ -481,6 +486,16 @@ MXFA_API mxfa_status mxfa_mma_chain(mxfa_ctx *ctx, mxfa_instr instr, const mxfa_
  */
 MXFA_API float mxfa_exp2(float x);
 MXFA_API float mxfa_log2(float x);
+
+/*
+ * The forward softmax's exponential, in f16 (bits in, bits out): 2^h
+ * rounded toward zero to f16, for every h but one: h = -2^-24 (0x8001)
+ * gives 1.0 (0x3C00) where the rounding gives 0x3BFF, as Hopper's
+ * ex2.approx.f16 does. -Inf gives +0, +Inf gives +Inf, finite results past
+ * the largest f16 give 65504 (0x7BFF), a NaN gives the quiet NaN 0x7E00. Exact on
+ * every input (docs/NUMERICS.md section 6; tests/t-exp2 checks all 65536).
+ */
+MXFA_API uint16_t mxfa_exp2_f16(uint16_t h);
 
 /* ------------------------------------------------------------------ */
 /* Attention                                                           */

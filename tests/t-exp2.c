@@ -7,6 +7,8 @@
  * softmax range: every fp32 input in [-126, 8] for exp2 and every positive
  * normal input for log2 with MXFA_CHECK_EXPENSIVE=1, every 61st input
  * otherwise. The bounds checked are those docs/NUMERICS.md states.
+ * And the forward softmax's f16 exponential on every input, with the f16
+ * conversions it rests on.
  */
 #include <math.h>
 
@@ -32,8 +34,141 @@ static float exp2_model(float x)
     return p * s;
 }
 
+/* The value of an f16 code, from its fields (independent of lib/f16.c) */
+static long double f16_value(uint16_t h)
+{
+    const int e = h >> 10 & 0x1F, f = h & 0x3FF;
+    long double v = e == 0x1F ? (f ? NAN : INFINITY) : e ? ldexpl(1024 + f, e - 25) : ldexpl(f, -24);
+    return h & 0x8000u ? -v : v;
+}
+
+/* RN_f16(x) as a value, by the arithmetic of its definition: the nearest
+ * multiple of the f16 step at x's binade (2^-24 below 2^-14), ties to even
+ * (nearbyint in the default mode), 65520 and beyond to Inf. */
+static long double f16_round_model(float x)
+{
+    if (isnan(x) || isinf(x))
+        return x;
+    const long double a = fabsl((long double)x);
+    if (a >= 65520.0L)
+        return x < 0 ? -INFINITY : INFINITY;
+    int k = 0;
+    if (a != 0)
+        frexpl(a, &k);
+    const int step = k - 1 < -14 ? -24 : k - 1 - 10;
+    const long double r = ldexpl(nearbyintl(ldexpl(a, -step)), step);
+    return x < 0 || (x == 0 && signbit(x)) ? -r : r;
+}
+
+/* The f16 conversions: widening every code (value and sign), narrowing a
+ * strided sweep of every fp32 input (all with MXFA_CHECK_EXPENSIVE=1) and
+ * every tie between f16 neighbours with its fp32 neighbours. */
+static void check_f16_conversions(void)
+{
+    int bad = 0;
+    for (uint32_t h = 0; h < 0x10000u; h++) {
+        const float x = mxfa_f16_to_f32((uint16_t)h);
+        const long double v = f16_value((uint16_t)h);
+        bad += isnan(v) ? !isnan(x) : ((long double)x != v || !signbit(x) != !signbit(v));
+        bad += !isnan(v) && mxfa_f32_to_f16(x) != h; /* and back */
+    }
+    ok(bad == 0, "f16 -> fp32 exact on all 65536 codes, and back");
+    uint64_t checked = 0, differ = 0;
+    uint32_t first = 0;
+    const uint32_t step = expensive() ? 1 : 257;
+    for (uint64_t b = 0; b <= 0xFFFFFFFFu; b += step) {
+        const float x = f32_of((uint32_t)b);
+        const uint16_t h = mxfa_f32_to_f16(x);
+        const long double want = f16_round_model(x), got = f16_value(h);
+        checked++;
+        int wrong = isnan(x) ? !isnan(got) || (h & 0x8000u) != (b >> 16 & 0x8000u)
+                             : got != want || !signbit(got) != !signbit(want);
+        if (wrong && !differ++)
+            first = (uint32_t)b;
+    }
+    for (uint32_t h = 0; h < 0x7C00u; h++) {
+        const float lo = (float)f16_value((uint16_t)h), hi = h == 0x7BFFu ? 65536.0f : (float)f16_value((uint16_t)(h + 1));
+        const uint32_t mid = bits_of((lo + hi) / 2);
+        for (int d = -2; d <= 2; d++)
+            for (int neg = 0; neg < 2; neg++) {
+                const float x = f32_of((mid + (uint32_t)d) | (uint32_t)neg << 31);
+                checked++;
+                if (f16_value(mxfa_f32_to_f16(x)) != f16_round_model(x) && !differ++)
+                    first = bits_of(x);
+            }
+    }
+    if (!ok(differ == 0, "fp32 -> f16 rounds to nearest even (subnormals, overflow, NaN) on %llu inputs",
+            (unsigned long long)checked))
+        diag("%llu differ, the first at 0x%08x", (unsigned long long)differ, (unsigned)first);
+}
+
+/* The forward softmax's exponential on every f16 input against RZ_f16(2^h)
+ * decided here from exp2l: the largest f16 at or below the value, refused
+ * (counted as a failure) where exp2l's error, a few units of 2^-64, could
+ * decide it. Also the least distance of a non-integer h's 2^h from an f16,
+ * which is what makes the library's double-precision computation exact,
+ * and the largest relative error of E. */
+static void check_exp2_f16(void)
+{
+    int bad = 0, undecided = 0;
+    long double margin = 1, worst = 0;
+    uint16_t margin_at = 0;
+    for (uint32_t h = 0; h < 0x10000u; h++) {
+        const uint16_t got = mxfa_exp2_f16((uint16_t)h);
+        const long double x = f16_value((uint16_t)h);
+        uint16_t want;
+        if (isnan(x)) {
+            bad += !isnan(f16_value(got));
+            continue;
+        }
+        if (h == 0x8001u) { /* the contract's one exception */
+            bad += got != 0x3C00u;
+            continue;
+        }
+        const long double e = x == floorl(x) ? ldexpl(1.0L, x < -100 ? -100 : x > 100 ? 100 : (int)x) : exp2l(x);
+        if (e >= 65504.0L)
+            want = 0x7BFFu;
+        else if (e < 0x1p-24L)
+            want = 0;
+        else {
+            uint16_t lo = 1, hi = 0x7BFFu; /* the largest code whose value is <= e */
+            while (lo < hi) {
+                const uint16_t mid = (uint16_t)((lo + hi + 1) / 2);
+                if (f16_value(mid) <= e)
+                    lo = mid;
+                else
+                    hi = mid - 1;
+            }
+            want = lo;
+            const long double below = e - f16_value(lo), above = f16_value((uint16_t)(lo + 1)) - e;
+            const long double near = (below < above ? below : above) / e;
+            if (x != floorl(x)) {
+                if (near < 0x1p-60L)
+                    undecided++;
+                if (near < margin) {
+                    margin = near;
+                    margin_at = (uint16_t)h;
+                }
+            }
+            const long double rel = (e - f16_value(lo)) / e;
+            if (e >= 0x1p-14L && rel > worst) /* normal results */
+                worst = rel;
+        }
+        if (isinf(x))
+            want = x > 0 ? 0x7C00u : 0;
+        bad += got != want;
+    }
+    ok(bad == 0 && undecided == 0, "f16 exp2: RZ_f16(2^h) on all 65536 inputs but -2^-24 (gives 1), NaN to NaN");
+    ok(margin > 0x1p-26L, "f16 exp2: 2^h of a non-integer h lies at least 2^%.2f from an f16 (at h = 0x%04x), far beyond a double's error",
+       (double)log2l(margin), margin_at);
+    ok(worst < 0x1p-10L, "f16 exp2: relative error below 2^-10 where 2^h is a normal f16 (largest %.3Lg), the rounding toward zero's", worst);
+}
+
 int main(void)
 {
+    check_f16_conversions();
+    check_exp2_f16();
+
     const float c0 = f32_of(exp2_c[0]);
     int exact = mxfa_exp2(0.0f) == c0 && bits_of(mxfa_exp2(-0.0f)) == exp2_c[0];
     for (int k = -126; k <= 127; k++) /* C0 2^k, rounded once where it is subnormal */

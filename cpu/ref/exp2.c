@@ -85,3 +85,41 @@ MXFA_API float mxfa_log2(float xf)
         p = fmaf(p, z, f32_from_bits(log2_coef[i]));
     return fmaf(s, p, (float)e);
 }
+
+/*
+ * The forward softmax's exponential (docs/NUMERICS.md section 6): E(h) =
+ * 2^h rounded toward zero to f16, h an f16, except E(-2^-24) = 1.
+ *
+ * How it is exact: an integer h has 2^h exactly (ldexp). For any other f16
+ * h, 2^h is irrational and lies at least 2^-25.1 (relative, the least at
+ * h = 0x95C6) from the nearest f16 (tests/t-exp2 measures the margin with
+ * exp2l and checks every result), so libm's double exp2, within an ulp or
+ * two (2^-52), cannot be rounded to the wrong side. The rounding toward zero of the double is
+ * then exact arithmetic: floor of a power-of-two multiple.
+ *
+ * The exception is where Hopper's ex2.approx.f16, which the sm90 kernels use,
+ * differs from the rounding (exact value 2^-24.5 below 1; the instruction
+ * gives 1.0): the contract takes the hardware's value, once.
+ */
+MXFA_API uint16_t mxfa_exp2_f16(uint16_t h)
+{
+    if ((h & 0x7C00u) == 0x7C00u) {
+        if (h & 0x3FFu)
+            return 0x7E00u; /* NaN: one quiet NaN, whatever the input's bits */
+        return h & 0x8000u ? 0x0000u : 0x7C00u;
+    }
+    if (h == 0x8001u)
+        return 0x3C00u;
+    const float x = mxfa_f16_to_f32(h);
+    const double e = x == floorf(x) ? ldexp(1.0, (int)x) : exp2((double)x);
+    if (e >= 65504.0)
+        return 0x7BFFu; /* toward zero: the largest finite */
+    if (e < 0x1p-24)
+        return 0x0000u;
+    int k;
+    frexp(e, &k); /* e in [2^(k-1), 2^k) */
+    if (k - 1 < -14) /* a subnormal f16: the step is 2^-24 */
+        return (uint16_t)floor(ldexp(e, 24));
+    const uint32_t q = (uint32_t)floor(ldexp(e, 10 - (k - 1))); /* in [1024, 2048) */
+    return (uint16_t)((uint32_t)(k - 1 + 15) << 10 | (q - 1024u));
+}
