@@ -3,8 +3,9 @@
  * White-box checks of the cpu backend's vector kernels that the
  * attention tests reach too rarely to trust, on every instruction set this
  * CPU runs: the E4M3 decoder against the decoding table, code by code, and
- * the softmax's P, exp2 of fma(S, c, b) (capped at 8 in the forward pass),
- * against mxfa_exp2 of the same. The reduction (x rounded to an integer n,
+ * the softmax's P: the backward's exp2 of fma(S, c, b) against mxfa_exp2 of
+ * the same, and the forward's f16 exponential of min(fma(S, c, b), 0)
+ * against mxfa_f32_to_f16 and mxfa_exp2_f16. The reduction (x rounded to an integer n,
  * ties to even) and 2^n made from the bits are where a vector form can go
  * wrong, so the sweep covers every input exactly halfway between integers
  * and its neighbours a few ulps away, the bounds of the range (-127 to
@@ -29,16 +30,17 @@ typedef struct sweep {
     uint32_t first_wrong;
 } sweep;
 
-/* min(z, 8) that keeps a NaN, as the softmax caps its exponent */
-static float cap8(float z)
+/* The forward's P from the library's public functions: 256 E(RN_f16(min(z,
+ * 0))), the cap keeping a NaN */
+static float p_forward(float z)
 {
-    return z > 8.0f ? 8.0f : z;
+    return 256.0f * mxfa_f16_to_f32(mxfa_exp2_f16(mxfa_f32_to_f16(z > 0.0f ? 0.0f : z)));
 }
 
 static void flush(const cpu_kernels *k, sweep *s)
 {
     /* the inputs as S of the backward's P = exp2(fma(S, c, b)) and the
-     * forward's P = exp2(min(fma(S, c, b), 8)): with c = 1, b = 0 the
+     * forward's P = 256 E(RN_f16(min(fma(S, c, b), 0))): with c = 1, b = 0 the
      * inputs themselves (-0 aside), and with a scale and offset as a row of
      * attention has them; three keys past nvis get P = 0 */
     static const float cb[2][2] = {{1.0f, 0.0f}, {0.18033688f, 5.75f}};
@@ -48,10 +50,10 @@ static void flush(const cpu_kernels *k, sweep *s)
         sb[i] = bits_of(s->x[i]);
     for (int v = 0; v < 2; v++) {
         k->exp2_fma(sb, s->n, cb[v][0], cb[v][1], p);
-        k->softmax_p(sb, s->n, s->n + 3, cb[v][0], cb[v][1], q);
+        k->softmax_p(sb, s->n, s->n + 3, cb[v][0], cb[v][1], cpu_softmax_p_table(), q);
         for (int i = 0; i < s->n + 3; i++) {
             float z = i < s->n ? fmaf(s->x[i], cb[v][0], cb[v][1]) : 0.0f;
-            float want = i < s->n ? mxfa_exp2(cap8(z)) : 0.0f;
+            float want = i < s->n ? p_forward(z) : 0.0f;
             int bad = bits_of(q[i]) != bits_of(want) || (i < s->n && bits_of(p[i]) != bits_of(mxfa_exp2(z)));
             if (bad && !s->wrong++)
                 s->first_wrong = i < s->n ? sb[i] : 0;
@@ -87,13 +89,22 @@ static void check_exp2(const cpu_kernels *k)
                            0x1p23f, 0x1p30f, -0x1p30f, 3.0e38f, -3.0e38f, INFINITY, -INFINITY, NAN, -NAN};
     for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
         add(k, &s, edges[i]);
+    /* the forward's rounding to f16: each tie between neighbouring f16
+     * magnitudes (the overflow threshold 65520 among them) and the fp32
+     * values around it, negative as the forward's exponents are */
+    for (uint16_t h = 0; h < 0x7C00u; h++) {
+        const float next = h == 0x7BFFu ? 65536.0f : mxfa_f16_to_f32((uint16_t)(h + 1));
+        const float mid = (mxfa_f16_to_f32(h) + next) / 2;
+        for (int d = -2; d <= 2; d++)
+            add(k, &s, -f32_of(bits_of(mid) + (uint32_t)d));
+    }
     for (uint32_t b = 0x7F800001u; b < 0x7F800001u + 64; b++) /* NaN payloads, both signs */
         add(k, &s, f32_of(b)), add(k, &s, f32_of(b | 0x80000000u));
     const uint64_t step = expensive() ? 1 : 4099;
     for (uint64_t b = 0; b <= 0xFFFFFFFFu; b += step)
         add(k, &s, f32_of((uint32_t)b));
     flush(k, &s);
-    if (!ok(s.wrong == 0, "%s: the softmax's P (forward and backward) equal mxfa_exp2's on %" PRIu64 " inputs", k->name, s.checked))
+    if (!ok(s.wrong == 0, "%s: the softmax's P, forward (f16) and backward (mxfa_exp2), as defined, on %" PRIu64 " inputs", k->name, s.checked))
         diag("%" PRIu64 " differ, the first at x = 0x%08" PRIx32, s.wrong, s.first_wrong);
 }
 

@@ -163,6 +163,7 @@ static int run_tile(const fwd_job *job, const kv_side *kv, const mxfa_view *qs, 
                     const mxfa_view_nd *o, const mxfa_view_nd *lse, int64_t q0, int64_t h)
 {
     const cpu_kernels *kern = job->kern;
+    const float *ptab = cpu_softmax_p_table();
     const mxfa_attn_params *p = job->p;
     const int64_t d = job->d, lk = job->lk, bn = p->block_n, nd = d / 32;
     const fx_table *t = fx_table_fp8(MXFA_E4M3, job->st.widen);
@@ -209,7 +210,7 @@ static int run_tile(const fwd_job *job, const kv_side *kv, const mxfa_view *qs, 
                 w->m[r] = m_new;
             }
             float *pf = (float *)w->pbits;
-            kern->softmax_p(&w->s[r * ldsx], (int)nvis, (int)bn, job->c, 8.0f - w->m[r], pf);
+            kern->softmax_p(&w->s[r * ldsx], (int)nvis, (int)bn, job->c, 0x1p-11f - w->m[r], ptab, pf);
             for (int64_t j = 0; j < bn; j += MXFA_ROW_PARTIALS) /* key j into partial j mod 8 */
                 for (int k = 0; k < MXFA_ROW_PARTIALS; k++)
                     l[k] += pf[j + k];

@@ -90,7 +90,11 @@ typedef unsigned kern_fix_fn(kern_combine how, int kn, const double *a, const ui
                              uint32_t (*pending)[KERN_NR]);
 typedef void kern_lsb_bound_fn(int kn, const uint16_t *be, int64_t ldb, uint8_t *bhi);
 typedef float kern_row_max_fn(const uint32_t *s, int nvis, float c, float m);
-typedef void kern_softmax_p_fn(const uint32_t *s, int nvis, int n, float c, float b, float *p);
+typedef void kern_softmax_p_fn(const uint32_t *s, int nvis, int n, float c, float b, const float *ptab, float *p);
+/* P = 256 E(-|h|) for each f16 code |h| in [0, 0x8000) (E, the forward
+ * softmax's f16 exponential mxfa_exp2_f16; NaN for the NaN codes), built
+ * once. */
+const float *cpu_softmax_p_table(void);
 typedef void kern_exp2_fma_fn(const uint32_t *s, int n, float c, float b, float *p);
 typedef void kern_encode_fn(const fp8_format *fmt, const mxfa_block_rule *rule, const uint32_t *x, int n,
                             uint8_t *out);
@@ -125,8 +129,9 @@ typedef struct cpu_kernels {
     /* A row's new running maximum over the scores x = S[j] c of its first
      * nvis keys: NaN if a score is NaN, else max(m, x). */
     kern_row_max_fn *row_max;
-    /* P of a row (cpu/ref/attn_fwd.c): mxfa_exp2(min(fma(S[j], c, b), 8))
-     * for the first nvis of n keys, 0 for the others. */
+    /* P of a row (cpu/ref/attn_fwd.c): 256 E(RN_f16(min(fma(S[j], c, b),
+     * 0))) for the first nvis of n keys, 0 for the others; ptab is
+     * cpu_softmax_p_table(). */
     kern_softmax_p_fn *softmax_p;
     /* The backward's P (cpu/ref/attn_bwd.c): mxfa_exp2(fma(S[j], c, b)) for
      * n keys. */

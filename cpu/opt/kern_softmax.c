@@ -61,25 +61,52 @@ static inline v16sf exp2_16(v16sf x)
     return (v16sf)sel16(x != x, (v16su)x, (v16su)r);
 }
 
-/* min(z, 8) that keeps a NaN */
-static inline float cap_exponent(float z)
+/* The forward's P (cpu/ref/attn_fwd.c): h = RN_f16(w) with w = min(fma(S,
+ * c, b), 0), and P = ptab[|h|] (cpu_softmax_p_table: 256 E(-|h|), NaN for
+ * the NaN codes). f16_index gives |h|'s bits: mxfa_f32_bits_to_f16 of |w|
+ * (lib/f16.c) without its sign, every NaN sent to 0x7E00. */
+static inline uint32_t f16_index(float w)
 {
-    return z > 8.0f ? 8.0f : z;
+    const uint32_t a = f32_bits(w) & 0x7FFFFFFFu;
+    if (a > 0x7F800000u)
+        return 0x7E00u;
+    if (a >= 0x477FF000u)
+        return 0x7C00u;
+    if (a >= 0x38800000u) {
+        const uint32_t r = a - 0x38000000u;
+        return (r + 0xFFFu + (r >> 13 & 1u)) >> 13;
+    }
+    return f32_bits(f32_from_bits(a) + 0.5f) - 0x3F000000u;
 }
 
-void KERN_FN(softmax_p)(const uint32_t *s, int nvis, int n, float c, float b, float *p)
+/* f16_index in sixteen lanes */
+static inline v16su f16_index16(v16sf w)
+{
+    const v16su a = (v16su)w & 0x7FFFFFFFu;
+    const v16su r = a - 0x38000000u;
+    const v16su normal = (r + 0xFFFu + (r >> 13 & 1u)) >> 13;
+    const v16su sub = (v16su)((v16sf)a + 0.5f) - 0x3F000000u;
+    v16su idx = sel16(a >= 0x38800000u, normal, sub);
+    idx = sel16(a >= 0x477FF000u, (v16su){0} + 0x7C00u, idx);
+    return sel16(a > 0x7F800000u, (v16su){0} + 0x7E00u, idx);
+}
+
+void KERN_FN(softmax_p)(const uint32_t *s, int nvis, int n, float c, float b, const float *ptab, float *p)
 {
     int j = 0;
     for (; j + 16 <= nvis; j += 16) {
         v16sf v;
         memcpy(&v, s + j, 64);
-        v16sf z = fma16(v, (v16sf){0} + c, (v16sf){0} + b);
-        z = (v16sf)sel16(z > 8.0f, (v16su)((v16sf){0} + 8.0f), (v16su)z);
-        v16sf r = exp2_16(z);
-        memcpy(p + j, &r, 64);
+        v16sf w = fma16(v, (v16sf){0} + c, (v16sf){0} + b);
+        w = (v16sf)sel16(w > 0.0f, (v16su){0}, (v16su)w); /* a NaN stays */
+        const v16su idx = f16_index16(w);
+        for (int i = 0; i < 16; i++)
+            p[j + i] = ptab[idx[i]];
     }
-    for (; j < nvis; j++)
-        p[j] = exp2_lane(cap_exponent(fmaf(f32_from_bits(s[j]), c, b)));
+    for (; j < nvis; j++) {
+        float w = fmaf(f32_from_bits(s[j]), c, b);
+        p[j] = ptab[f16_index(w > 0.0f ? 0.0f : w)];
+    }
     for (; j < n; j++)
         p[j] = 0.0f;
 }

@@ -80,9 +80,16 @@ float mxfa_ref_row_sum(const float *L)
 }
 
 /* min(z, 8) that keeps a NaN */
-static float cap_exponent(float z)
+/* P of a visible key (docs/NUMERICS.md section 6): 256 E(h) with h =
+ * RN_f16(min(fma(S, c, b), 0)), E the f16 exponential. The cap keeps h <= 0
+ * where the roundings of m and b would take the exact sum above it (a NaN
+ * passes), so P <= 256. */
+static float softmax_p(float s, float c, float b)
 {
-    return z > 8.0f ? 8.0f : z;
+    float w = fmaf(s, c, b);
+    if (w > 0.0f)
+        w = 0.0f;
+    return 256.0f * mxfa_f16_to_f32(mxfa_exp2_f16(mxfa_f32_to_f16(w)));
 }
 
 /*
@@ -116,13 +123,12 @@ static void row_tile(const head_job *job, int64_t i, int64_t c0, int64_t bn, int
             rs->l[r] *= alpha;
         rs->m = m_new;
     }
-    /* P = exp2(min(fma(S, c, b), 8)), b = 8 - m, in [0, 256]: the cap
-     * keeps P <= 256 where the roundings of m = fl(S c) and of b would take
-     * the exact sum past 8. P is 0 for keys not visible. Each P into its
-     * partial sum. */
-    const float b = 8.0f - rs->m;
+    /* P = 256 E(RN_f16(min(fma(S, c, b), 0))), b = 2^-11 - m, in [0, 256];
+     * 0 for keys not visible. The 2^-11 offsets, on average, the rounding
+     * toward zero of E. Each P into its partial sum. */
+    const float b = 0x1p-11f - rs->m;
     for (int64_t j = 0; j < bn; j++) {
-        float pj = j < nvis ? mxfa_exp2(cap_exponent(fmaf(t->s[j], job->c, b))) : 0.0f;
+        float pj = j < nvis ? softmax_p(t->s[j], job->c, b) : 0.0f;
         t->p[j] = f32_bits(pj);
         rs->l[(c0 + j) % MXFA_ROW_PARTIALS] += pj;
     }

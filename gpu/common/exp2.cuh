@@ -8,6 +8,7 @@
 #define MXFA_GPU_EXP2_CUH
 
 #include <cstdint>
+#include <cuda_fp16.h>
 
 namespace mxfa_gpu {
 
@@ -48,11 +49,96 @@ __device__ __forceinline__ float mx_exp2(float x)
     return mx_exp2_clamped(fmin_nan(fmax_nan(x, -127.0f), 128.0f));
 }
 
-// The forward softmax's P = exp2(min(z, 8)) (docs/NUMERICS.md, "Attention
-// forward"): one clamp to [-127, 8] in place of two.
-__device__ __forceinline__ float mx_exp2_capped8(float z)
+// The forward softmax's P (docs/NUMERICS.md, "Attention forward"), two
+// keys of a row at a time as f16 pairs, the first key in the low half:
+//   h = RN_f16(min(fma(S, c, b), 0)), b = fl(2^-11 - m);
+//   P = 256 E(h), E(h) = 2^h rounded toward zero to f16 (E(-2^-24) = 1).
+// p_exponent2 makes h; p_from_exponent2_sm90 and p_from_exponent2_exact
+// make P, exact in f16 (E <= 1, and times 256 is a power of two).
+
+// min(fma(S, c, b), 0) for both keys (NaN kept), rounded to an f16 pair
+__device__ __forceinline__ uint32_t p_exponent2(float s0, float s1, float c, float b)
 {
-    return mx_exp2_clamped(fmin_nan(fmax_nan(z, -127.0f), 8.0f));
+    const float w0 = fmin_nan(__fmaf_rn(s0, c, b), 0.0f), w1 = fmin_nan(__fmaf_rn(s1, c, b), 0.0f);
+    uint32_t h;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h) : "f"(w1), "f"(w0));
+    return h;
+}
+
+// 256 E(h) in each half
+__device__ __forceinline__ uint32_t p_times256(uint32_t e)
+{
+    uint32_t p;
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(p) : "r"(e), "r"(0x5C005C00u)); // 256 twice
+    return p;
+}
+
+// Hopper: ex2.approx.f16x2 computes E itself, on every input (the H200's,
+// checked on all 65536 by tests/t-ex2-gpu.sh; tests/t-cuda checks the
+// kernels' P against the cpu backend): one instruction for two scores.
+__device__ __forceinline__ uint32_t exp2_f16x2_sm90(uint32_t h)
+{
+    uint32_t e;
+    asm("ex2.approx.f16x2 %0, %1;" : "=r"(e) : "r"(h));
+    return e;
+}
+
+__device__ __forceinline__ uint32_t p_from_exponent2_sm90(uint32_t h)
+{
+    return p_times256(exp2_f16x2_sm90(h));
+}
+
+// E on any GPU (the sm100 kernels: whether Blackwell's ex2.approx.f16
+// equals E is not known), assuming only that ex2.approx.f32 is within 2^-21 of 2^x
+// (relative; CUDA documents exp2f, this instruction, to 2 ulp, 2^-22): its
+// result times 1 - 2^-20 and 1 + 2^-20 brackets the exact 2^h, and where
+// both round toward zero to the same f16, that is E. Elsewhere, for 91 of
+// the 20033 h in [-25, 0] (integers among them, where 2^h is an f16), an
+// integer h gives 2^h exactly and any other takes the double-precision
+// exp2 (within an ulp of 2^-52; 2^h of such h lies at least 2^-25.1 from
+// an f16: tests/t-exp2), rounded toward zero twice (to fp32 then f16, which
+// is one rounding toward zero to f16).
+__device__ __forceinline__ uint16_t exp2_f16_slow(uint16_t h)
+{
+    if (h == 0x8001u)
+        return 0x3C00u;
+    const float x = __half2float(__ushort_as_half(h));
+    if (x == floorf(x)) // 2^x from its bits (x <= 0 here; 2^x below 2^-24 is 0)
+        return x < -24.0f ? 0 : __half_as_ushort(__float2half_rz(__uint_as_float((uint32_t)((int)x + 127) << 23)));
+    return __half_as_ushort(__float2half_rz(__double2float_rz(exp2((double)x))));
+}
+
+__device__ __forceinline__ uint32_t exp2_f16x2_exact(uint32_t h)
+{
+    float x0, x1, y0, y1;
+    asm("{.reg .f16 l, u;\n\tmov.b32 {l, u}, %2;\n\tcvt.f32.f16 %0, l;\n\tcvt.f32.f16 %1, u;}"
+        : "=f"(x0), "=f"(x1) : "r"(h));
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y0) : "f"(x0));
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y1) : "f"(x1));
+    constexpr float DOWN = 1.0f - 0x1p-20f, UP = 1.0f + 0x1p-20f;
+    uint32_t lo, hi;
+    asm("cvt.rz.f16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(__fmul_rn(y1, DOWN)), "f"(__fmul_rn(y0, DOWN)));
+    asm("cvt.rz.f16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(__fmul_rn(y1, UP)), "f"(__fmul_rn(y0, UP)));
+    // (h = -2^-24 always takes the slow path: its 2^h is 2^-24.5 below 1,
+    // and the bracket holds 1)
+    uint32_t e = lo;
+    if ((lo ^ hi) & 0xFFFFu)
+        e = (e & 0xFFFF0000u) | exp2_f16_slow((uint16_t)h);
+    if ((lo ^ hi) >> 16)
+        e = (e & 0xFFFFu) | (uint32_t)exp2_f16_slow((uint16_t)(h >> 16)) << 16;
+    return e;
+}
+
+__device__ __forceinline__ uint32_t p_from_exponent2_exact(uint32_t h)
+{
+    return p_times256(exp2_f16x2_exact(h));
+}
+
+// the f16 pair as two fp32 values (exact)
+__device__ __forceinline__ void f16x2_to_f32(uint32_t v, float &lo, float &hi)
+{
+    asm("{.reg .f16 l, u;\n\tmov.b32 {l, u}, %2;\n\tcvt.f32.f16 %0, l;\n\tcvt.f32.f16 %1, u;}"
+        : "=f"(lo), "=f"(hi) : "r"(v));
 }
 
 __device__ __forceinline__ float mx_log2(float xf)

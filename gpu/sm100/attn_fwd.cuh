@@ -187,17 +187,18 @@ __device__ __forceinline__ float row_max(Block block, int64_t valid, float c, fl
     return m;
 }
 
-// The offset b of P's exponent for the tile: 8 - m with m the updated
+// The offset b of P's exponent for the tile: 2^-11 - m with m the updated
 // running maximum; -Inf for a row that sees no finite score yet (m_new =
 // -Inf: its S are -Inf, and so is fma(S, c, -Inf), which makes its P 0, as
 // the reference's skipped step leaves them).
 __device__ __forceinline__ float p_offset(float m, float m_new)
 {
-    return m_new != NEG_INF ? __fsub_rn(8.0f, m) : NEG_INF;
+    return m_new != NEG_INF ? __fsub_rn(0x1p-11f, m) : NEG_INF;
 }
 
-// P = exp2(min(fma(S, c, b), 8)) in [0, 256] for the keys the row sees, 0
-// for the others, added into the row sum's partials (key 32 kb + i into
+// P = 256 E(RN_f16(min(fma(S, c, b), 0))) in [0, 256] for the keys the row
+// sees, 0 for the others (E by the portable exact form of exp2.cuh: whether
+// Blackwell's ex2.approx.f16 is E is not known), added into the row sum's partials (key 32 kb + i into
 // partial i % 8, in key order), and its E4M3 codes, four a word. Const P:
 // the codes of P itself, its 2^-8 in the scale byte 0x77. Dynamic P: each
 // block of 32 keys by the rceil rule, whose byte goes into byte kb of
@@ -217,8 +218,12 @@ __device__ __forceinline__ void make_p(Block block, int64_t valid, float c, floa
         uint32_t amax = 0;
         bool has_nan = false, has_inf = false;
 #pragma unroll
+        for (int i = 0; i < 32; i += 2)
+            f16x2_to_f32(p_from_exponent2_exact(p_exponent2(__uint_as_float(w[i]), __uint_as_float(w[i + 1]), c, b)),
+                         xs[i], xs[i + 1]);
+#pragma unroll
         for (int i = 0; i < 32; i++) {
-            xs[i] = 32 * kb + i < valid ? mx_exp2_capped8(__fmaf_rn(__uint_as_float(w[i]), c, b)) : 0.0f;
+            xs[i] = 32 * kb + i < valid ? xs[i] : 0.0f;
             lsum[i % PARTIALS] = __fadd_rn(lsum[i % PARTIALS], xs[i]);
             const uint32_t a = __float_as_uint(xs[i]) & 0x7FFFFFFFu;
             has_nan |= a > 0x7F800000u, has_inf |= a == 0x7F800000u;

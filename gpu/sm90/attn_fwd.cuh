@@ -22,7 +22,7 @@
 // warpgroups of 64 query rows. Per key tile a consumer warpgroup makes S
 // block by block (one wgmma k32 into a zero accumulator, then the exact
 // promotion: a bare fma where the tiles' scale ranges allow it), the
-// online softmax with the library's exp2, the row sums as the reference's
+// online softmax with the contract's f16 exponential, the row sums as the reference's
 // eight partials (a thread holds keys 8j + 2t and 8j + 2t + 1 of its two
 // rows, so it keeps partials 2t and 2t + 1 of each, in shared memory
 // between tiles, and the quad combines them at the end), P quantized in
@@ -609,8 +609,8 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
 
         // x holds S. The keys a row does not see take S = -Inf, whatever
         // they hold, so that the same code serves every tile: -Inf is no
-        // row's maximum, and its P is exp2 of -127 (the clamp), +0, which
-        // adds nothing to the row sums. A tile the thread's rows see whole
+        // row's maximum, and its P is E(-Inf) = +0, which adds nothing to
+        // the row sums. A tile the thread's rows see whole
         // needs no test. (Separate forms of the softmax for whole and
         // masked tiles made the code of a tile on the diagonal cold: under
         // a causal mask a third of the warps' samples waited for
@@ -665,17 +665,18 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
             for (int i = 0; i < D / 2; i++)
                 o[i] = __fmul_rn(o[i], alpha[(i / 2) % 2]);
         }
-        // P = exp2(min(fma(S, c, b), 8)) with b = 8 - m, in [0, 256]; 0 for
-        // the keys a row does not see (S = -Inf). A row that sees no finite
+        // P = 256 E(RN_f16(min(fma(S, c, b), 0))) with b = 2^-11 - m, in [0,
+        // 256], two keys in one ex2.approx.f16x2 (E: exp2.cuh); 0 for the
+        // keys a row does not see (S = -Inf). A row that sees no finite
         // score (m_new = -Inf: its S are -Inf) takes b = -Inf, so its P are
         // 0 too.
         float b[2];
 #pragma unroll
         for (int hh = 0; hh < 2; hh++)
-            b[hh] = vis[hh] ? __fsub_rn(8.0f, m[hh]) : NEG_INF;
+            b[hh] = vis[hh] ? __fsub_rn(0x1p-11f, m[hh]) : NEG_INF;
 #pragma unroll
-        for (int i = 0; i < 64; i++)
-            x[i] = mx_exp2_capped8(__fmaf_rn(x[i], c, b[(i / 2) % 2]));
+        for (int i = 0; i < 64; i += 2)
+            f16x2_to_f32(p_from_exponent2_sm90(p_exponent2(x[i], x[i + 1], c, b[(i / 2) % 2])), x[i], x[i + 1]);
 
         // the row sums: each partial scaled by alpha (1 where the max did
         // not grow: L * 1 is L), then the tile's P added, key 8q + 2t + e of

@@ -15,13 +15,20 @@
  * 0x3BFF (the exact value is 2^-24.5 below 1). Inputs whose 2^x passes the
  * largest finite f16 are counted (+Inf or not) and not judged.
  *
+ * It also runs the portable exact form of E that the sm100 kernels use
+ * (gpu/common/exp2.cuh: ex2.approx.f32 bracketed, a double-precision slow
+ * path) on every h <= 0, the contract's domain, where it must give E with
+ * its exception on any GPU.
+ *
  * usage: ex2-probe [--verbose]
  * Exit status: 0 when the GPU computes RZ_f16(2^x) on every input but the
- * known exception, 1 otherwise, 77 when no usable GPU is present
+ * known exception and the portable form gives E, 1 otherwise, 77 when no usable GPU is present
  * (automake's SKIP), 2 for usage errors.
  */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include "exp2.cuh"
 
 #include <math.h>
 #include <stdint.h>
@@ -32,8 +39,9 @@
 enum { N = 65536 };
 
 // Every input through the scalar instruction, and each pair (i, i ^ 0x5555)
-// through the paired one.
-__global__ void ex2_all(uint16_t *scalar, uint32_t *paired)
+// through the paired one and through the portable exact form the sm100
+// kernels use (gpu/common/exp2.cuh), which must give E itself.
+__global__ void ex2_all(uint16_t *scalar, uint32_t *paired, uint32_t *portable)
 {
     const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N)
@@ -44,6 +52,7 @@ __global__ void ex2_all(uint16_t *scalar, uint32_t *paired)
     uint32_t two = i | (i ^ 0x5555u) << 16, r;
     asm("ex2.approx.f16x2 %0, %1;" : "=r"(r) : "r"(two));
     paired[i] = r;
+    portable[i] = mxfa_gpu::exp2_f16x2_exact(two);
 }
 
 // An f16's value (exact in float, and so in long double).
@@ -115,20 +124,37 @@ int main(int argc, char **argv)
         return 77;
     }
     uint16_t *scalar = NULL;
-    uint32_t *paired = NULL;
+    uint32_t *paired = NULL, *portable = NULL;
     if (cudaMallocManaged(&scalar, N * sizeof *scalar) != cudaSuccess ||
-        cudaMallocManaged(&paired, N * sizeof *paired) != cudaSuccess) {
+        cudaMallocManaged(&paired, N * sizeof *paired) != cudaSuccess ||
+        cudaMallocManaged(&portable, N * sizeof *portable) != cudaSuccess) {
         printf("ex2-probe: out of device memory\n");
         return 1;
     }
-    ex2_all<<<N / 256, 256>>>(scalar, paired);
+    ex2_all<<<N / 256, 256>>>(scalar, paired, portable);
     if (cudaDeviceSynchronize() != cudaSuccess) {
         printf("ex2-probe: the kernel failed: %s\n", cudaGetErrorString(cudaGetLastError()));
         return 1;
     }
     long checked = 0, differ = 0, undecided = 0, pair_differ = 0, exception_seen = 0, overflow = 0, overflow_inf = 0;
+    long portable_checked = 0, portable_differ = 0;
     for (uint32_t i = 0; i < N; i++) {
         const uint16_t x = (uint16_t)i, other = (uint16_t)(i ^ 0x5555u);
+        // the portable form: E on the contract's domain, h <= 0 (E's
+        // exception included), a NaN for a NaN
+        if (x >> 15 || x == 0) {
+            const uint16_t got = (uint16_t)portable[i];
+            uint16_t want = 0;
+            const int r = x == 0x8001 ? (want = 0x3C00, 0) : rz_exp2(x, &want);
+            portable_checked++;
+            if (f16_is_nan(x) ? !f16_is_nan(got) : r != 0 || got != want) {
+                if (portable_differ < 10 || verbose)
+                    printf("x = 0x%04x: the portable form 0x%04x, E 0x%04x\n", x, got, want);
+                portable_differ++;
+            }
+        }
+        if ((uint16_t)(portable[i] >> 16) != (uint16_t)portable[other] && !f16_is_nan(other))
+            pair_differ++;
         if ((uint16_t)paired[i] != scalar[i] && !f16_is_nan(x))
             pair_differ++;
         if ((uint16_t)(paired[i] >> 16) != scalar[other] && !f16_is_nan(other))
@@ -164,7 +190,10 @@ int main(int argc, char **argv)
            "the known exception (0x8001 -> 1.0: %s); NaN inputs give NaN; the paired instruction differs from the "
            "scalar one on %ld halves; of the %ld inputs whose 2^x passes 65504, %ld give +Inf\n",
            checked, undecided, differ, exception_seen ? "seen" : "not seen", pair_differ, overflow, overflow_inf);
+    printf("ex2-probe: the portable exact form (the sm100 kernels') differs from E on %ld of %ld inputs h <= 0\n",
+           portable_differ, portable_checked);
     cudaFree(scalar);
     cudaFree(paired);
-    return differ == 0 && pair_differ == 0 && undecided == 0 ? 0 : 1;
+    cudaFree(portable);
+    return differ == 0 && pair_differ == 0 && undecided == 0 && portable_differ == 0 ? 0 : 1;
 }

@@ -7,11 +7,13 @@
 // "Attention forward"):
 //   m_new = max(m, fl(max S * c)) (a NaN score: NaN, which does not grow m);
 //   when m grows, alpha = exp2(m - m_new) scales O and the row sums;
-//   P = exp2(min(fma(S, c, fl(8 - m)), 8)) for the keys the row sees, else 0;
+//   P = 256 E(RN_f16(min(fma(S, c, fl(2^-11 - m)), 0))) for the keys the row
+//   sees, else 0, two keys in one ex2.approx.f16x2 (E: exp2.cuh);
 //   the row sum kept as eight partials by key mod 8, each in key order:
 //   this thread's keys are those of partials 2t and 2t + 1, so it keeps
 //   those two a row, and the end combines the quad's in the contract's tree;
-//   P to E4M3 (const: one scale 2^-8; dynamic: rceil a block of 32 keys)
+//   P to E4M3 (const: one scale 2^-8, from the f16 pair; dynamic: rceil a
+//   block of 32 keys)
 //   and widened to bf16 (P / 256 exactly, or the code times its scale
 //   rounded once), straight into the A fragments of the P V steps.
 #ifndef MXFA_GPU_SM90_FWD_SOFTMAX_CUH
@@ -90,8 +92,8 @@ template <int BN, int J, int N> __device__ __forceinline__ float row_max(const f
 // The mask of a tile that some row does not see whole: vis[hh] is how
 // many of the tile's keys row hh sees, from its first; the others' scores
 // become -Inf, whatever they hold. -Inf is no row's maximum, and its P is
-// exp2 of -127 (the clamp), +0, which adds nothing to the row sum: the
-// softmax is then the same code for every tile.
+// E(-Inf) = +0, which adds nothing to the row sum: the softmax is then the
+// same code for every tile.
 template <int BN> __device__ __forceinline__ void mask_scores(float (&s)[BN / 2], const int (&vis)[2])
 {
     const int t = (int)threadIdx.x % 4;
@@ -126,27 +128,30 @@ __device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, f
             r.m[hh] = m_new;
         // nothing seen yet (m -Inf): P is 0 wherever the score is -Inf, and a
         // NaN score stays NaN
-        b[hh] = r.m[hh] == NEG_INF ? NEG_INF : __fsub_rn(8.0f, r.m[hh]);
+        b[hh] = r.m[hh] == NEG_INF ? NEG_INF : __fsub_rn(0x1p-11f, r.m[hh]);
 #pragma unroll
         for (int e = 0; e < 2; e++)
             r.part[hh][e] = st.grows[hh] ? __fmul_rn(r.part[hh][e], st.alpha[hh]) : r.part[hh][e];
         st.alpha[hh] = st.grows[hh] && m_was_inf[hh] ? -0.0f : st.alpha[hh];
     }
     // a block of 32 keys (four j, two rows) at a time, so that a block's
-    // scores turn into its P fragments before the next block's exp2: P,
-    // then each partial in key order (j ascending), then P to E4M3 and back
+    // scores turn into its P fragments before the next block's exponentials:
+    // P as f16 pairs (keys 8j + 2t and 8j + 2t + 1 of row hh in ph[j][hh]),
+    // each partial in key order (j ascending), then P to E4M3 and back. s
+    // keeps P in fp32 for dynamic P's scales.
 #pragma unroll
     for (int kb = 0; kb < BN / 32; kb++) {
+        uint32_t ph[4][2];
 #pragma unroll
         for (int j = 4 * kb; j < 4 * kb + 4; j++)
 #pragma unroll
-            for (int hh = 0; hh < 2; hh++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    float &x = s[4 * j + 2 * hh + e];
-                    x = mx_exp2_capped8(__fmaf_rn(x, c, b[hh]));
-                    r.part[hh][e] = __fadd_rn(r.part[hh][e], x);
-                }
+            for (int hh = 0; hh < 2; hh++) {
+                float &x0 = s[4 * j + 2 * hh], &x1 = s[4 * j + 2 * hh + 1];
+                ph[j - 4 * kb][hh] = p_from_exponent2_sm90(p_exponent2(x0, x1, c, b[hh]));
+                f16x2_to_f32(ph[j - 4 * kb][hh], x0, x1);
+                r.part[hh][0] = __fadd_rn(r.part[hh][0], x0);
+                r.part[hh][1] = __fadd_rn(r.part[hh][1], x1);
+            }
         uint32_t scale[2] = {0x7Fu, 0x7Fu};
         float rcp[2] = {1.0f, 1.0f};
         if constexpr (P_DYNAMIC) {
@@ -167,16 +172,19 @@ __device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, f
         for (int j = 4 * kb; j < 4 * kb + 4; j++)
 #pragma unroll
             for (int hh = 0; hh < 2; hh++) {
-                // const P's scale is 1 (code 0x7F): no multiplication, which
-                // the compiler may not drop (x * 1 quiets a signalling NaN)
-                const float p0 = P_DYNAMIC ? __fmul_rn(s[4 * j + 2 * hh], rcp[hh]) : s[4 * j + 2 * hh];
-                const float p1 = P_DYNAMIC ? __fmul_rn(s[4 * j + 2 * hh + 1], rcp[hh]) : s[4 * j + 2 * hh + 1];
-                const uint32_t two =
-                    (uint32_t)__nv_cvt_float2_to_fp8x2(make_float2(p0, p1), __NV_SATFINITE, __NV_E4M3);
                 // keys 8j + 2t, + 1 of row hh: step j / 2, register hh (+ 2 for odd j)
-                pa[j / 2][hh + 2 * (j % 2)] = P_DYNAMIC ? widen_p(two & 0xFFu, scale[hh]) |
-                                                              widen_p(two >> 8, scale[hh]) << 16
-                                                        : p_pair_const(two);
+                uint32_t &a = pa[j / 2][hh + 2 * (j % 2)];
+                if constexpr (P_DYNAMIC) {
+                    const float p0 = __fmul_rn(s[4 * j + 2 * hh], rcp[hh]);
+                    const float p1 = __fmul_rn(s[4 * j + 2 * hh + 1], rcp[hh]);
+                    const uint32_t two =
+                        (uint32_t)__nv_cvt_float2_to_fp8x2(make_float2(p0, p1), __NV_SATFINITE, __NV_E4M3);
+                    a = widen_p(two & 0xFFu, scale[hh]) | widen_p(two >> 8, scale[hh]) << 16;
+                } else { // the codes of P itself (scale 1 here; 2^-8 in the widening), from the f16 pair
+                    uint16_t two;
+                    asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;" : "=h"(two) : "r"(ph[j - 4 * kb][hh]));
+                    a = p_pair_const(two);
+                }
             }
     }
     return st;
