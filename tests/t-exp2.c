@@ -7,8 +7,8 @@
  * softmax range: every fp32 input in [-126, 8] for exp2 and every positive
  * normal input for log2 with MXFA_CHECK_EXPENSIVE=1, every 61st input
  * otherwise. The bounds checked are those docs/NUMERICS.md states.
- * And the forward softmax's f16 exponential on every input, with the f16
- * conversions it rests on.
+ * And the softmax's f16 exponential on every input (against a
+ * double-double 2^h), with the f16 conversions it rests on.
  */
 #include <math.h>
 
@@ -35,28 +35,28 @@ static float exp2_model(float x)
 }
 
 /* The value of an f16 code, from its fields (independent of lib/f16.c) */
-static long double f16_value(uint16_t h)
+static double f16_value(uint16_t h)
 {
     const int e = h >> 10 & 0x1F, f = h & 0x3FF;
-    long double v = e == 0x1F ? (f ? NAN : INFINITY) : e ? ldexpl(1024 + f, e - 25) : ldexpl(f, -24);
+    double v = e == 0x1F ? (f ? NAN : INFINITY) : e ? ldexp(1024 + f, e - 25) : ldexp(f, -24);
     return h & 0x8000u ? -v : v;
 }
 
 /* RN_f16(x) as a value, by the arithmetic of its definition: the nearest
  * multiple of the f16 step at x's binade (2^-24 below 2^-14), ties to even
  * (nearbyint in the default mode), 65520 and beyond to Inf. */
-static long double f16_round_model(float x)
+static double f16_round_model(float x)
 {
     if (isnan(x) || isinf(x))
         return x;
-    const long double a = fabsl((long double)x);
-    if (a >= 65520.0L)
+    const double a = fabs((double)x);
+    if (a >= 65520.0)
         return x < 0 ? -INFINITY : INFINITY;
     int k = 0;
     if (a != 0)
-        frexpl(a, &k);
+        frexp(a, &k);
     const int step = k - 1 < -14 ? -24 : k - 1 - 10;
-    const long double r = ldexpl(nearbyintl(ldexpl(a, -step)), step);
+    const double r = ldexp(nearbyint(ldexp(a, -step)), step);
     return x < 0 || (x == 0 && signbit(x)) ? -r : r;
 }
 
@@ -68,8 +68,8 @@ static void check_f16_conversions(void)
     int bad = 0;
     for (uint32_t h = 0; h < 0x10000u; h++) {
         const float x = mxfa_f16_to_f32((uint16_t)h);
-        const long double v = f16_value((uint16_t)h);
-        bad += isnan(v) ? !isnan(x) : ((long double)x != v || !signbit(x) != !signbit(v));
+        const double v = f16_value((uint16_t)h);
+        bad += isnan(v) ? !isnan(x) : ((double)x != v || !signbit(x) != !signbit(v));
         bad += !isnan(v) && mxfa_f32_to_f16(x) != h; /* and back */
     }
     ok(bad == 0, "f16 -> fp32 exact on all 65536 codes, and back");
@@ -79,7 +79,7 @@ static void check_f16_conversions(void)
     for (uint64_t b = 0; b <= 0xFFFFFFFFu; b += step) {
         const float x = f32_of((uint32_t)b);
         const uint16_t h = mxfa_f32_to_f16(x);
-        const long double want = f16_round_model(x), got = f16_value(h);
+        const double want = f16_round_model(x), got = f16_value(h);
         checked++;
         int wrong = isnan(x) ? !isnan(got) || (h & 0x8000u) != (b >> 16 & 0x8000u)
                              : got != want || !signbit(got) != !signbit(want);
@@ -102,20 +102,88 @@ static void check_f16_conversions(void)
         diag("%llu differ, the first at 0x%08x", (unsigned long long)differ, (unsigned)first);
 }
 
+/* Double-double arithmetic (a value hi + lo, |lo| <= ulp(hi) / 2) from
+ * plain double operations (Dekker's exact products by splitting, Knuth's
+ * exact sums), for a 2^x about 2^-100 accurate that owes nothing to libm,
+ * to long double (which valgrind computes in double precision) or to fma. */
+typedef struct dd {
+    double hi, lo;
+} dd;
+
+static dd two_sum(double a, double b)
+{
+    const double s = a + b, bb = s - a;
+    return (dd){s, (a - (s - bb)) + (b - bb)};
+}
+
+static dd two_prod(double a, double b)
+{
+    const double p = a * b, ca = 134217729.0 * a, cb = 134217729.0 * b; /* 2^27 + 1 */
+    const double ah = ca - (ca - a), al = a - ah, bh = cb - (cb - b), bl = b - bh;
+    return (dd){p, ((ah * bh - p) + ah * bl + al * bh) + al * bl};
+}
+
+static dd dd_norm(double hi, double lo)
+{
+    const double s = hi + lo;
+    return (dd){s, lo - (s - hi)};
+}
+
+static dd dd_add(dd a, dd b)
+{
+    const dd s = two_sum(a.hi, b.hi);
+    return dd_norm(s.hi, s.lo + a.lo + b.lo);
+}
+
+static dd dd_mul(dd a, dd b)
+{
+    const dd p = two_prod(a.hi, b.hi);
+    return dd_norm(p.hi, p.lo + (a.hi * b.lo + a.lo * b.hi));
+}
+
+static dd dd_div_int(dd a, int k) /* a / k, k small */
+{
+    const double q1 = a.hi / k;
+    const dd r = dd_add(a, dd_mul((dd){q1, 0}, (dd){-(double)k, 0}));
+    return dd_norm(q1, (r.hi + r.lo) / k);
+}
+
+/* 2^x for x = n + f, n an integer, |f| <= 1/2 (x is an f16 here): e^(f ln 2)
+ * by its Taylor series to the term below 2^-110, times 2^n. */
+static dd exp2_dd(double x)
+{
+    const double n = nearbyint(x), f = x - n; /* exact */
+    const dd ln2 = {0x1.62e42fefa39efp-1, 0x1.abc9e3b39803fp-56};
+    const dd t = dd_mul((dd){f, 0}, ln2);
+    dd sum = {1, 0}, term = {1, 0};
+    for (int k = 1; k <= 30; k++) {
+        term = dd_div_int(dd_mul(term, t), k);
+        sum = dd_add(sum, term);
+    }
+    return (dd){ldexp(sum.hi, (int)n), ldexp(sum.lo, (int)n)};
+}
+
+/* sign of (hi + lo) - v, exactly: hi - v is exact where v is near hi
+ * (within a factor of two), and rounding a sum never flips its sign */
+static double dd_minus(dd e, double v)
+{
+    return (e.hi - v) + e.lo;
+}
+
 /* The forward softmax's exponential on every f16 input against RZ_f16(2^h)
- * decided here from exp2l: the largest f16 at or below the value, refused
- * (counted as a failure) where exp2l's error, a few units of 2^-64, could
+ * decided here from a double-double 2^h: the largest f16 at or below the
+ * value, refused (counted as a failure) where the 2^-100 error could
  * decide it. Also the least distance of a non-integer h's 2^h from an f16,
  * which is what makes the library's double-precision computation exact,
  * and the largest relative error of E. */
 static void check_exp2_f16(void)
 {
     int bad = 0, undecided = 0;
-    long double margin = 1, worst = 0;
+    double margin = 1, worst = 0;
     uint16_t margin_at = 0;
     for (uint32_t h = 0; h < 0x10000u; h++) {
         const uint16_t got = mxfa_exp2_f16((uint16_t)h);
-        const long double x = f16_value((uint16_t)h);
+        const double x = f16_value((uint16_t)h);
         uint16_t want;
         if (isnan(x)) {
             bad += !isnan(f16_value(got));
@@ -125,43 +193,45 @@ static void check_exp2_f16(void)
             bad += got != 0x3C00u;
             continue;
         }
-        const long double e = x == floorl(x) ? ldexpl(1.0L, x < -100 ? -100 : x > 100 ? 100 : (int)x) : exp2l(x);
-        if (e >= 65504.0L)
+        const int integer = x == floor(x);
+        const dd e = isinf(x) ? (dd){0, 0}
+                     : integer ? (dd){ldexp(1.0, x < -100 ? -100 : x > 100 ? 100 : (int)x), 0}
+                               : exp2_dd(x);
+        if (isinf(x))
+            want = x > 0 ? 0x7C00u : 0;
+        else if (dd_minus(e, 65504.0) >= 0)
             want = 0x7BFFu;
-        else if (e < 0x1p-24L)
+        else if (dd_minus(e, 0x1p-24) < 0)
             want = 0;
         else {
             uint16_t lo = 1, hi = 0x7BFFu; /* the largest code whose value is <= e */
             while (lo < hi) {
                 const uint16_t mid = (uint16_t)((lo + hi + 1) / 2);
-                if (f16_value(mid) <= e)
+                if (dd_minus(e, f16_value(mid)) >= 0)
                     lo = mid;
                 else
                     hi = mid - 1;
             }
             want = lo;
-            const long double below = e - f16_value(lo), above = f16_value((uint16_t)(lo + 1)) - e;
-            const long double near = (below < above ? below : above) / e;
-            if (x != floorl(x)) {
-                if (near < 0x1p-60L)
+            const double below = dd_minus(e, f16_value(lo)), above = -dd_minus(e, f16_value((uint16_t)(lo + 1)));
+            const double near = (below < above ? below : above) / e.hi;
+            if (!integer) {
+                if (near < 0x1p-60)
                     undecided++;
                 if (near < margin) {
                     margin = near;
                     margin_at = (uint16_t)h;
                 }
             }
-            const long double rel = (e - f16_value(lo)) / e;
-            if (e >= 0x1p-14L && rel > worst) /* normal results */
-                worst = rel;
+            if (e.hi >= 0x1p-14 && below / e.hi > worst) /* normal results */
+                worst = below / e.hi;
         }
-        if (isinf(x))
-            want = x > 0 ? 0x7C00u : 0;
         bad += got != want;
     }
     ok(bad == 0 && undecided == 0, "f16 exp2: RZ_f16(2^h) on all 65536 inputs but -2^-24 (gives 1), NaN to NaN");
-    ok(margin > 0x1p-26L, "f16 exp2: 2^h of a non-integer h lies at least 2^%.2f from an f16 (at h = 0x%04x), far beyond a double's error",
-       (double)log2l(margin), margin_at);
-    ok(worst < 0x1p-10L, "f16 exp2: relative error below 2^-10 where 2^h is a normal f16 (largest %.3Lg), the rounding toward zero's", worst);
+    ok(margin > 0x1p-26, "f16 exp2: 2^h of a non-integer h lies at least 2^%.2f from an f16 (at h = 0x%04x), far beyond a double's error",
+       log2(margin), margin_at);
+    ok(worst < 0x1p-10, "f16 exp2: relative error below 2^-10 where 2^h is a normal f16 (largest %.3g), the rounding toward zero's", worst);
 }
 
 int main(void)
