@@ -323,7 +323,7 @@ static uint8_t *transposed(const mxfa_mx *sq, mxfa_mx *out)
 static void check_square_reuse(void)
 {
     /* one tile (S <= 128), non-causal, sm100, const P: the backward of one
-     * head rebuilt step by step from mxfa_quantize, mxfa_gemm, mxfa_exp2 and
+     * head rebuilt step by step from mxfa_quantize, mxfa_gemm, mxfa_exp2_f16 and
      * mxfa_transpose */
     const int64_t S = 96, D = 64;
     prob p = make(S, S, 1, 1, D, -1);
@@ -355,11 +355,12 @@ static void check_square_reuse(void)
     uint8_t *pd = malloc((size_t)(S * S)), ps[9];
     memset(ps, 0x77, sizeof ps);
     for (int64_t i = 0; i < S; i++) {
-        float delta = 0.0f, lse2 = p.lse[i] * log2e;
+        float delta = 0.0f, b = 0x1p-11f - p.lse[i] * log2e;
         for (int64_t e = 0; e < D; e++)
             delta += p.dout[i * D + e] * p.o[i * D + e];
         for (int64_t j = 0; j < S; j++) {
-            pf[i * S + j] = mxfa_exp2(fmaf(s[i * S + j], scale * log2e, -lse2)); /* one rounding */
+            float w = fmaf(s[i * S + j], scale * log2e, b); /* one rounding */
+            pf[i * S + j] = mxfa_f16_to_f32(mxfa_exp2_f16(mxfa_f32_to_f16(w > 0.0f ? 0.0f : w)));
             pd[i * S + j] = mxfa_f32_to_e4m3(pf[i * S + j] * 256.0f, MXFA_SATFINITE);
             ds[i * S + j] = pf[i * S + j] * (dp[i * S + j] - delta);
         }

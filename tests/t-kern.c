@@ -3,15 +3,14 @@
  * White-box checks of the cpu backend's vector kernels that the
  * attention tests reach too rarely to trust, on every instruction set this
  * CPU runs: the E4M3 decoder against the decoding table, code by code, and
- * the softmax's P: the backward's exp2 of fma(S, c, b) against mxfa_exp2 of
- * the same, and the forward's f16 exponential of min(fma(S, c, b), 0)
- * against mxfa_f32_to_f16 and mxfa_exp2_f16. The reduction (x rounded to an integer n,
- * ties to even) and 2^n made from the bits are where a vector form can go
- * wrong, so the sweep covers every input exactly halfway between integers
- * and its neighbours a few ulps away, the bounds of the range (-127 to
- * -126, 127 to 128), signed zeros, subnormals, infinities and NaNs, and a
- * strided sweep over every fp32 input (every one with
- * MXFA_CHECK_EXPENSIVE=1). Linked statically: the kernel tables are not
+ * the softmax's P, E(RN_f16(min(fma(S, c, b), 0))) (times 256 in the
+ * forward pass, from either table), against mxfa_f32_to_f16 and
+ * mxfa_exp2_f16. The rounding to f16 in integer vector operations is where
+ * a vector form can go wrong, so the sweep covers every tie between f16
+ * neighbours and its fp32 neighbours, every input halfway between integers
+ * with its neighbours, the bounds of the range, signed zeros, subnormals,
+ * infinities and NaNs, and a strided sweep over every fp32 input (every
+ * one with MXFA_CHECK_EXPENSIVE=1). Linked statically: the kernel tables are not
  * part of the library's interface.
  */
 #include <math.h>
@@ -30,18 +29,18 @@ typedef struct sweep {
     uint32_t first_wrong;
 } sweep;
 
-/* The forward's P from the library's public functions: 256 E(RN_f16(min(z,
+/* The softmax's weight from the library's public functions: E(RN_f16(min(z,
  * 0))), the cap keeping a NaN */
-static float p_forward(float z)
+static float weight(float z)
 {
-    return 256.0f * mxfa_f16_to_f32(mxfa_exp2_f16(mxfa_f32_to_f16(z > 0.0f ? 0.0f : z)));
+    return mxfa_f16_to_f32(mxfa_exp2_f16(mxfa_f32_to_f16(z > 0.0f ? 0.0f : z)));
 }
 
 static void flush(const cpu_kernels *k, sweep *s)
 {
-    /* the inputs as S of the backward's P = exp2(fma(S, c, b)) and the
-     * forward's P = 256 E(RN_f16(min(fma(S, c, b), 0))): with c = 1, b = 0 the
-     * inputs themselves (-0 aside), and with a scale and offset as a row of
+    /* the inputs as S of the forward's P = 256 E(RN_f16(min(fma(S, c, b),
+     * 0))) and the backward's P = E(...): with c = 1, b = 0 the inputs
+     * themselves (-0 aside), and with a scale and offset as a row of
      * attention has them; three keys past nvis get P = 0 */
     static const float cb[2][2] = {{1.0f, 0.0f}, {0.18033688f, 5.75f}};
     float p[CHUNK], q[CHUNK + 3];
@@ -49,12 +48,12 @@ static void flush(const cpu_kernels *k, sweep *s)
     for (int i = 0; i < s->n; i++)
         sb[i] = bits_of(s->x[i]);
     for (int v = 0; v < 2; v++) {
-        k->exp2_fma(sb, s->n, cb[v][0], cb[v][1], p);
+        k->softmax_p(sb, s->n, s->n, cb[v][0], cb[v][1], cpu_softmax_e_table(), p);
         k->softmax_p(sb, s->n, s->n + 3, cb[v][0], cb[v][1], cpu_softmax_p_table(), q);
         for (int i = 0; i < s->n + 3; i++) {
             float z = i < s->n ? fmaf(s->x[i], cb[v][0], cb[v][1]) : 0.0f;
-            float want = i < s->n ? p_forward(z) : 0.0f;
-            int bad = bits_of(q[i]) != bits_of(want) || (i < s->n && bits_of(p[i]) != bits_of(mxfa_exp2(z)));
+            float want = i < s->n ? 256.0f * weight(z) : 0.0f;
+            int bad = bits_of(q[i]) != bits_of(want) || (i < s->n && bits_of(p[i]) != bits_of(weight(z)));
             if (bad && !s->wrong++)
                 s->first_wrong = i < s->n ? sb[i] : 0;
         }
@@ -104,7 +103,7 @@ static void check_exp2(const cpu_kernels *k)
     for (uint64_t b = 0; b <= 0xFFFFFFFFu; b += step)
         add(k, &s, f32_of((uint32_t)b));
     flush(k, &s);
-    if (!ok(s.wrong == 0, "%s: the softmax's P, forward (f16) and backward (mxfa_exp2), as defined, on %" PRIu64 " inputs", k->name, s.checked))
+    if (!ok(s.wrong == 0, "%s: the softmax's P, forward and backward, as defined, on %" PRIu64 " inputs", k->name, s.checked))
         diag("%" PRIu64 " differ, the first at x = 0x%08" PRIx32, s.wrong, s.first_wrong);
 }
 

@@ -200,6 +200,7 @@ static int64_t key_limit(const bwd_kv *job, int64_t i)
 static int tile(bwd_kv *job, int64_t r0, int64_t nr, int64_t c0)
 {
     const cpu_kernels *kern = job->kern;
+    const float *etab = cpu_softmax_e_table();
     const mxfa_attn_params *p = job->p;
     const int64_t d = job->d, lk = job->lk, bn = p->block_n, nrp = round_up(nr, 32), bnp = round_up(bn, KERN_NR);
     const int64_t lim_first = key_limit(job, r0), lim_last = key_limit(job, r0 + nr - 1);
@@ -209,7 +210,7 @@ static int tile(bwd_kv *job, int64_t r0, int64_t nr, int64_t c0)
         job->diag[b0 / 32] = p->causal == MXFA_CAUSAL && kb0 < lk && lim_first < klast && lim_last >= kb0;
     }
     /* S (D-block by D-block; diagonal key blocks with bf16 operands), then
-     * P = exp2(fma(S, c, -LSE log2 e)) where visible */
+     * P = E(RN_f16(min(fma(S, c, 2^-11 - LSE log2 e), 0))) where visible */
     memset(job->acc, 0, (size_t)(nr * bnp) * 4);
     for (int64_t b0 = 0; b0 < nk; b0 += 32)
         for (int64_t e0 = 0; e0 < d; e0 += 32) {
@@ -225,12 +226,12 @@ static int tile(bwd_kv *job, int64_t r0, int64_t nr, int64_t c0)
         int64_t i = r0 + r, lim = key_limit(job, i);
         if (job->lse[i] == -INFINITY)
             continue;
-        float lse2 = job->lse[i] * job->log2e;
+        const float b = 0x1p-11f - job->lse[i] * job->log2e;
         int64_t n = lim + 1 - c0; /* visible keys: [c0, lim] within the sequence */
         n = n < nk ? n : nk;
         if (n <= 0)
             continue;
-        kern->exp2_fma(&job->acc[r * bnp], (int)n, job->c, -lse2, &job->pf[r * bn]);
+        kern->softmax_p(&job->acc[r * bnp], (int)n, (int)n, job->c, b, etab, &job->pf[r * bn]);
     }
     /* P quantized: const E4M3(P * 256) under 2^-8, or dynamic square blocks;
      * P^T is the A side of dV += P^T dO */

@@ -91,11 +91,11 @@ typedef unsigned kern_fix_fn(kern_combine how, int kn, const double *a, const ui
 typedef void kern_lsb_bound_fn(int kn, const uint16_t *be, int64_t ldb, uint8_t *bhi);
 typedef float kern_row_max_fn(const uint32_t *s, int nvis, float c, float m);
 typedef void kern_softmax_p_fn(const uint32_t *s, int nvis, int n, float c, float b, const float *ptab, float *p);
-/* P = 256 E(-|h|) for each f16 code |h| in [0, 0x8000) (E, the forward
- * softmax's f16 exponential mxfa_exp2_f16; NaN for the NaN codes), built
- * once. */
+/* The softmax's weights by the f16 code |h| of the exponent -|h|, |h| in
+ * [0, 0x8000), built once from mxfa_exp2_f16 (NaN for the NaN codes): the
+ * forward's P = 256 E(-|h|), and the backward's P = E(-|h|). */
 const float *cpu_softmax_p_table(void);
-typedef void kern_exp2_fma_fn(const uint32_t *s, int n, float c, float b, float *p);
+const float *cpu_softmax_e_table(void);
 typedef void kern_encode_fn(const fp8_format *fmt, const mxfa_block_rule *rule, const uint32_t *x, int n,
                             uint8_t *out);
 typedef int kern_decode_e4m3_fn(const uint8_t *codes, int n, double *v, uint16_t *e, uint16_t *code);
@@ -129,13 +129,11 @@ typedef struct cpu_kernels {
     /* A row's new running maximum over the scores x = S[j] c of its first
      * nvis keys: NaN if a score is NaN, else max(m, x). */
     kern_row_max_fn *row_max;
-    /* P of a row (cpu/ref/attn_fwd.c): 256 E(RN_f16(min(fma(S[j], c, b),
-     * 0))) for the first nvis of n keys, 0 for the others; ptab is
-     * cpu_softmax_p_table(). */
+    /* P of a row: ptab[|h|] with h = RN_f16(min(fma(S[j], c, b), 0)) for
+     * the first nvis of n keys, 0 for the others; ptab is
+     * cpu_softmax_p_table() (the forward, cpu/ref/attn_fwd.c) or
+     * cpu_softmax_e_table() (the backward, cpu/ref/attn_bwd.c). */
     kern_softmax_p_fn *softmax_p;
-    /* The backward's P (cpu/ref/attn_bwd.c): mxfa_exp2(fma(S[j], c, b)) for
-     * n keys. */
-    kern_exp2_fma_fn *exp2_fma;
     /* fp8 codes of n fp32 values of one block under its rule (as
      * mxfa_ref_encode_element). */
     kern_encode_fn *encode;

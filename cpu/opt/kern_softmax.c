@@ -1,28 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The cpu backend's vector kernels: exp2, the softmax numerators and the
- * row maximum (kern_vec.h says how they are built). */
+/* The cpu backend's vector kernels: the softmax numerators and the row
+ * maximum (kern_vec.h says how they are built). */
 #include "kern_vec.h"
-
-/* mxfa_exp2 (cpu/ref/exp2.c, which defines it), in forms the compiler
- * vectorizes: the same operations in the same order. */
-static const uint32_t exp2_coef[4] = {0x3F7FFB49u, 0x3F31798Du, 0x3E786F0Du, 0x3D61FBB0u};
-#define EXP2_SHIFT 12582912.0f /* 1.5 * 2^23 */
-
-/* mxfa_exp2 of one lane. The clamp sends a NaN to -127; the last line
- * returns it instead, as the reference does. */
-static inline float exp2_lane(float x)
-{
-    float xc = x > -127.0f ? x : -127.0f;
-    xc = xc < 128.0f ? xc : 128.0f;
-    const float t = xc + EXP2_SHIFT;
-    const float n = t - EXP2_SHIFT;
-    const float f = xc - n;
-    float p = fmaf(f32_from_bits(exp2_coef[3]), f, f32_from_bits(exp2_coef[2]));
-    p = fmaf(p, f, f32_from_bits(exp2_coef[1]));
-    p = fmaf(p, f, f32_from_bits(exp2_coef[0]));
-    const float r = p * f32_from_bits((f32_bits(t) << 23) + 0x3F800000u);
-    return x != x ? x : r;
-}
 
 /* a b + c rounded once in every lane, as fmaf */
 static inline v16sf fma16(v16sf a, v16sf b, v16sf c)
@@ -46,24 +25,8 @@ static inline v16sf fma16(v16sf a, v16sf b, v16sf c)
 #endif
 }
 
-/* exp2_lane in sixteen lanes: the same operations, masks for branches */
-static inline v16sf exp2_16(v16sf x)
-{
-    v16sf xc = (v16sf)sel16((v16si)(x > -127.0f), (v16su)x, (v16su)((v16sf){0} - 127.0f));
-    xc = (v16sf)sel16((v16si)(xc < 128.0f), (v16su)xc, (v16su)((v16sf){0} + 128.0f));
-    const v16sf t = xc + EXP2_SHIFT;
-    const v16sf n = t - EXP2_SHIFT;
-    const v16sf f = xc - n;
-    v16sf p = fma16((v16sf){0} + f32_from_bits(exp2_coef[3]), f, (v16sf){0} + f32_from_bits(exp2_coef[2]));
-    p = fma16(p, f, (v16sf){0} + f32_from_bits(exp2_coef[1]));
-    p = fma16(p, f, (v16sf){0} + f32_from_bits(exp2_coef[0]));
-    const v16sf r = p * (v16sf)(((v16su)t << 23) + 0x3F800000u);
-    return (v16sf)sel16(x != x, (v16su)x, (v16su)r);
-}
-
-/* The forward's P (cpu/ref/attn_fwd.c): h = RN_f16(w) with w = min(fma(S,
- * c, b), 0), and P = ptab[|h|] (cpu_softmax_p_table: 256 E(-|h|), NaN for
- * the NaN codes). f16_index gives |h|'s bits: mxfa_f32_bits_to_f16 of |w|
+/* The softmax's P (cpu/ref/attn_fwd.c, attn_bwd.c): h = RN_f16(w) with w =
+ * min(fma(S, c, b), 0), and P = ptab[|h|] (kern.h's tables). f16_index gives |h|'s bits: mxfa_f32_bits_to_f16 of |w|
  * (lib/f16.c) without its sign, every NaN sent to 0x7E00. */
 static inline uint32_t f16_index(float w)
 {
@@ -109,19 +72,6 @@ void KERN_FN(softmax_p)(const uint32_t *s, int nvis, int n, float c, float b, co
     }
     for (; j < n; j++)
         p[j] = 0.0f;
-}
-
-void KERN_FN(exp2_fma)(const uint32_t *s, int n, float c, float b, float *p)
-{
-    int j = 0;
-    for (; j + 16 <= n; j += 16) {
-        v16sf v;
-        memcpy(&v, s + j, 64);
-        v16sf r = exp2_16(fma16(v, (v16sf){0} + c, (v16sf){0} + b));
-        memcpy(p + j, &r, 64);
-    }
-    for (; j < n; j++)
-        p[j] = exp2_lane(fmaf(f32_from_bits(s[j]), c, b));
 }
 
 /*

@@ -11,7 +11,6 @@ const cpu_kernels KERN_NAME = {
     .lsb_bound = KERN_FN(lsb_bound),
     .row_max = KERN_FN(row_max),
     .softmax_p = KERN_FN(softmax_p),
-    .exp2_fma = KERN_FN(exp2_fma),
     .encode = KERN_FN(encode),
     .decode_e4m3 = KERN_FN(decode_e4m3),
     .quantize_rows = KERN_FN(quantize_rows),

@@ -44,7 +44,6 @@ kern_fix_fn KERN_FN(fix);
 kern_lsb_bound_fn KERN_FN(lsb_bound);
 kern_row_max_fn KERN_FN(row_max);
 kern_softmax_p_fn KERN_FN(softmax_p);
-kern_exp2_fma_fn KERN_FN(exp2_fma);
 kern_encode_fn KERN_FN(encode);
 kern_decode_e4m3_fn KERN_FN(decode_e4m3);
 kern_quantize_rows_fn KERN_FN(quantize_rows);

@@ -97,12 +97,12 @@ static mxfa_status bwd_tile(mxfa_ctx *ctx, bwd_head *job, int64_t r0, int64_t nr
         int64_t kb0 = c0 + b0, klast = kb0 + 31 < lk - 1 ? kb0 + 31 : lk - 1;
         diag[b0 / 32] = job->p->causal == MXFA_CAUSAL && kb0 < lk && lim_first < klast && lim_last >= kb0;
     }
-    /* S, P = exp2(fma(S, c, -lse2)) with lse2 = fl(LSE log2 e), the
-     * exponent rounded once (fp32, in [0, 1]); masked, and rows with LSE =
-     * -Inf: 0 */
+    /* S, P = E(RN_f16(min(fma(S, c, b), 0))) with b = fl(2^-11 - fl(LSE
+     * log2 e)), E the f16 exponential (in [0, 1]); masked, and rows with
+     * LSE = -Inf: 0 */
     for (int64_t r = 0; r < nr; r++) {
         int64_t i = r0 + r, lim = key_limit(job, i);
-        float lse2 = job->lse[i] * job->log2e;
+        float b = 0x1p-11f - job->lse[i] * job->log2e;
         operand_row qa = {&job->q.x[i * d], &job->q, i, 0, NULL};
         for (int64_t j = 0; j < bn; j++) {
             int64_t key = c0 + j;
@@ -112,7 +112,7 @@ static mxfa_status bwd_tile(mxfa_ctx *ctx, bwd_head *job, int64_t r0, int64_t nr
             uint32_t s = 0;
             for (int64_t e0 = 0; e0 < d; e0 += 32)
                 s = dot_block(model, &qa, &kb, e0, 32, diag[j / 32], s);
-            pf[r * bn + j] = mxfa_exp2(fmaf(f32_from_bits(s), job->c, -lse2));
+            pf[r * bn + j] = mxfa_ref_softmax_e(f32_from_bits(s), job->c, b);
         }
     }
     /* P quantized: const, E4M3(P * 256) under 2^-8; dynamic, square blocks

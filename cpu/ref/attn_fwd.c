@@ -80,18 +80,6 @@ float mxfa_ref_row_sum(const float *L)
 }
 
 /* min(z, 8) that keeps a NaN */
-/* P of a visible key (docs/NUMERICS.md section 6): 256 E(h) with h =
- * RN_f16(min(fma(S, c, b), 0)), E the f16 exponential. The cap keeps h <= 0
- * where the roundings of m and b would take the exact sum above it (a NaN
- * passes), so P <= 256. */
-static float softmax_p(float s, float c, float b)
-{
-    float w = fmaf(s, c, b);
-    if (w > 0.0f)
-        w = 0.0f;
-    return 256.0f * mxfa_f16_to_f32(mxfa_exp2_f16(mxfa_f32_to_f16(w)));
-}
-
 /*
  * One query row against one key tile [c0, c0 + bn): the online-softmax
  * update of docs/NUMERICS.md, "Attention forward", step 2. lim_first,
@@ -123,12 +111,14 @@ static void row_tile(const head_job *job, int64_t i, int64_t c0, int64_t bn, int
             rs->l[r] *= alpha;
         rs->m = m_new;
     }
-    /* P = 256 E(RN_f16(min(fma(S, c, b), 0))), b = 2^-11 - m, in [0, 256];
-     * 0 for keys not visible. The 2^-11 offsets, on average, the rounding
-     * toward zero of E. Each P into its partial sum. */
+    /* P = 256 E(RN_f16(min(fma(S, c, b), 0))), b = 2^-11 - m, in [0, 256]
+     * (E the f16 exponential; the cap keeps h <= 0 where the roundings of m
+     * and b would take the exact sum above it); 0 for keys not visible. The
+     * 2^-11 offsets, on average, the rounding toward zero of E. Each P into
+     * its partial sum. */
     const float b = 0x1p-11f - rs->m;
     for (int64_t j = 0; j < bn; j++) {
-        float pj = j < nvis ? softmax_p(t->s[j], job->c, b) : 0.0f;
+        float pj = j < nvis ? 256.0f * mxfa_ref_softmax_e(t->s[j], job->c, b) : 0.0f;
         t->p[j] = f32_bits(pj);
         rs->l[(c0 + j) % MXFA_ROW_PARTIALS] += pj;
     }

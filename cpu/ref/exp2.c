@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "formats.h"
+#include "ref.h"
 
 /* 2^f on [-1/2, 1/2]: degree-3 minimax polynomial for relative error
  * (about 7.5e-5 before the coefficients were rounded to fp32), C0 first.
@@ -122,4 +123,16 @@ MXFA_API uint16_t mxfa_exp2_f16(uint16_t h)
         return (uint16_t)floor(ldexp(e, 24));
     const uint32_t q = (uint32_t)floor(ldexp(e, 10 - (k - 1))); /* in [1024, 2048) */
     return (uint16_t)((uint32_t)(k - 1 + 15) << 10 | (q - 1024u));
+}
+
+/* The softmax's weight from a score (docs/NUMERICS.md sections 6 and 7):
+ * E(RN_f16(min(fma(s, c, b), 0))) as fp32 (exact), the min keeping a NaN.
+ * The forward's P is 256 times it with b = 2^-11 - m, the backward's P it
+ * with b = 2^-11 - fl(LSE log2 e). */
+float mxfa_ref_softmax_e(float s, float c, float b)
+{
+    float w = fmaf(s, c, b);
+    if (w > 0.0f)
+        w = 0.0f;
+    return mxfa_f16_to_f32(mxfa_exp2_f16(mxfa_f32_to_f16(w)));
 }

@@ -80,6 +80,9 @@ mxfa_status mxfa_ref_mma_chain(mxfa_ctx *ctx, mxfa_instr instr, const mxfa_view 
 #define MXFA_ROW_PARTIALS 8
 float mxfa_ref_row_sum(const float *L);
 
+/* The softmax's weight E(RN_f16(min(fma(s, c, b), 0))) (cpu/ref/exp2.c) */
+float mxfa_ref_softmax_e(float s, float c, float b);
+
 mxfa_status mxfa_ref_attn_fwd(mxfa_ctx *ctx, const mxfa_attn_params *p, const mxfa_view_nd *q,
                               const mxfa_view_nd *k, const mxfa_view_nd *v, const int32_t *cu_q, const int32_t *cu_k,
                               int batch, const mxfa_view_nd *o, const mxfa_view_nd *lse);

@@ -81,7 +81,8 @@ struct rows_of {
     int64_t first, n, lq;
 };
 
-// S [n][lk] (row stride ld) to P = exp2(fma(S, c, -LSE log2 e)), 0 where
+// S [n][lk] (row stride ld) to P = E(RN_f16(min(fma(S, c, fl(2^-11 - fl(LSE
+// log2 e))), 0))) (the f16 exponential, exp2.cuh), 0 where
 // the key is masked or the row's LSE is -Inf; with codes, P's E4M3 codes
 // under the const scale 2^-8 too (P * 256 rounded to nearest even,
 // saturated). lse: the first row's.
@@ -96,7 +97,9 @@ __global__ void bwd_p(float *s, rows_of rows, int64_t lk, int64_t ld, const floa
     for (int64_t i = blockIdx.y; i < rows.n; i += gridDim.y) {
         const float l = lse[i * lse_stride];
         const bool masked = (causal && j > rows.first + i + lk - rows.lq) || l == -__builtin_huge_valf();
-        const float p = masked ? 0.0f : mx_exp2(__fmaf_rn(s[i * ld + j], c, -__fmul_rn(l, log2e)));
+        float p = s[i * ld + j], unused = 0.0f; // P by the f16 exponential's portable exact form
+        bwd_p2_exact(p, unused, c, bwd_p_offset(l, log2e), 0.0f);
+        p = masked ? 0.0f : p;
         s[i * ld + j] = p;
         if (codes)
             codes[i * ld + j] = (uint8_t)__nv_cvt_float_to_fp8(__fmul_rn(p, 256.0f), __NV_SATFINITE, __NV_E4M3);

@@ -49,19 +49,32 @@ __device__ __forceinline__ float mx_exp2(float x)
     return mx_exp2_clamped(fmin_nan(fmax_nan(x, -127.0f), 128.0f));
 }
 
-// The forward softmax's P (docs/NUMERICS.md, "Attention forward"), two
-// keys of a row at a time as f16 pairs, the first key in the low half:
-//   h = RN_f16(min(fma(S, c, b), 0)), b = fl(2^-11 - m);
-//   P = 256 E(h), E(h) = 2^h rounded toward zero to f16 (E(-2^-24) = 1).
-// p_exponent2 makes h; p_from_exponent2_sm90 and p_from_exponent2_exact
-// make P, exact in f16 (E <= 1, and times 256 is a power of two).
+// The softmax's P from the f16 exponential (docs/NUMERICS.md, "Attention
+// forward" and "Attention backward"), two scores at a time as f16 pairs,
+// the first in the low half:
+//   h = RN_f16(min(fma(S, c, b), 0)), E(h) = 2^h rounded toward zero to
+//   f16 (E(-2^-24) = 1);
+//   forward: b = fl(2^-11 - m) and P = 256 E(h); backward: b = fl(2^-11 -
+//   fl(LSE log2 e)) and P = E(h).
+// p_exponent2 makes h; exp2_f16x2_sm90 and exp2_f16x2_exact make E, and
+// p_times256 the forward's P, exact in f16 (E <= 1, times a power of two).
 
-// min(fma(S, c, b), 0) for both keys (NaN kept), rounded to an f16 pair
-__device__ __forceinline__ uint32_t p_exponent2(float s0, float s1, float c, float b)
+// h for two scores, each with its offset: the fmas (rounded once), the
+// pair rounded to f16 and capped at 0, NaN kept. CAP_F16: the cap after
+// the rounding, one instruction for the two, else before it on each fp32
+// value; the two give the same bits (the rounding is monotonic and keeps
+// 0), and which is faster depends on the kernel's schedule (the sm90-bf16
+// forward at D = 256 runs 5% slower with the cap in f16: run 66).
+template <bool CAP_F16 = true>
+__device__ __forceinline__ uint32_t p_exponent2(float s0, float s1, float c, float b0, float b1)
 {
-    const float w0 = fmin_nan(__fmaf_rn(s0, c, b), 0.0f), w1 = fmin_nan(__fmaf_rn(s1, c, b), 0.0f);
+    float w0 = __fmaf_rn(s0, c, b0), w1 = __fmaf_rn(s1, c, b1);
+    if constexpr (!CAP_F16)
+        w0 = fmin_nan(w0, 0.0f), w1 = fmin_nan(w1, 0.0f);
     uint32_t h;
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h) : "f"(w1), "f"(w0));
+    if constexpr (CAP_F16)
+        asm("min.NaN.f16x2 %0, %1, %2;" : "=r"(h) : "r"(h), "r"(0u));
     return h;
 }
 
@@ -139,6 +152,24 @@ __device__ __forceinline__ void f16x2_to_f32(uint32_t v, float &lo, float &hi)
 {
     asm("{.reg .f16 l, u;\n\tmov.b32 {l, u}, %2;\n\tcvt.f32.f16 %0, l;\n\tcvt.f32.f16 %1, u;}"
         : "=f"(lo), "=f"(hi) : "r"(v));
+}
+
+// The backward's P of two scores in fp32, in place: Hopper's instruction,
+// and the portable exact form
+__device__ __forceinline__ void bwd_p2_sm90(float &x0, float &x1, float c, float b0, float b1)
+{
+    f16x2_to_f32(exp2_f16x2_sm90(p_exponent2(x0, x1, c, b0, b1)), x0, x1);
+}
+
+__device__ __forceinline__ void bwd_p2_exact(float &x0, float &x1, float c, float b0, float b1)
+{
+    f16x2_to_f32(exp2_f16x2_exact(p_exponent2(x0, x1, c, b0, b1)), x0, x1);
+}
+
+// The backward's P offset of a row from its LSE: fl(2^-11 - fl(LSE log2 e))
+__device__ __forceinline__ float bwd_p_offset(float lse, float log2e)
+{
+    return __fsub_rn(0x1p-11f, __fmul_rn(lse, log2e));
 }
 
 __device__ __forceinline__ float mx_log2(float xf)

@@ -390,8 +390,10 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
             const int64_t lq = item.sq.lq, lk = item.sq.lk, key = item.c0 + j;
             for (int n = 0; n < item.nq; n++, it++) {
                 const int64_t r0 = (item.i0 + n) * BM;
-                // P = exp2(fma(S, c, -LSE log2 e)), 0 where masked: a key past the
-                // sequence, a query past it, a key the query does not see, LSE -Inf
+                // P = E(RN_f16(min(fma(S, c, fl(2^-11 - fl(LSE log2 e))), 0))) (the
+                // f16 exponential's portable exact form, exp2.cuh), 0 where
+                // masked: a key past the sequence, a query past it, a key the
+                // query does not see, LSE -Inf
                 bar_wait(&sh.s_full, it & 1);
                 tc_fence_after();
                 bar_wait(&sh.q_full, it & 1);
@@ -408,11 +410,12 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
                 const int x_lo = causal ? (int)max((int64_t)0, min((int64_t)64, key - (lk - lq) - q_first)) : 0;
                 float p[64];
 #pragma unroll
-                for (int x = 0; x < 64; x++) {
-                    const float l = sh.lse[it & 1][64 * hf + x];
-                    const bool masked = x < x_lo || x >= x_hi || l == NEG_INF;
-                    p[x] = masked ? 0.0f
-                                  : mx_exp2(__fmaf_rn(__uint_as_float(s[x]), c, -__fmul_rn(l, log2e)));
+                for (int x = 0; x < 64; x += 2) {
+                    const float l0 = sh.lse[it & 1][64 * hf + x], l1 = sh.lse[it & 1][64 * hf + x + 1];
+                    p[x] = __uint_as_float(s[x]), p[x + 1] = __uint_as_float(s[x + 1]);
+                    bwd_p2_exact(p[x], p[x + 1], c, bwd_p_offset(l0, log2e), bwd_p_offset(l1, log2e));
+                    p[x] = x < x_lo || x >= x_hi || l0 == NEG_INF ? 0.0f : p[x];
+                    p[x + 1] = x + 1 < x_lo || x + 1 >= x_hi || l1 == NEG_INF ? 0.0f : p[x + 1];
                 }
                 // P's codes into P^T once the last dV has read them
                 if (it > 0)

@@ -219,7 +219,7 @@ __device__ __forceinline__ void make_p(Block block, int64_t valid, float c, floa
         bool has_nan = false, has_inf = false;
 #pragma unroll
         for (int i = 0; i < 32; i += 2)
-            f16x2_to_f32(p_from_exponent2_exact(p_exponent2(__uint_as_float(w[i]), __uint_as_float(w[i + 1]), c, b)),
+            f16x2_to_f32(p_from_exponent2_exact(p_exponent2(__uint_as_float(w[i]), __uint_as_float(w[i + 1]), c, b, b)),
                          xs[i], xs[i + 1]);
 #pragma unroll
         for (int i = 0; i < 32; i++) {

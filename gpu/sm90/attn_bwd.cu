@@ -171,13 +171,14 @@ __global__ void __launch_bounds__(256) bwd_pack_bf16(nd3 x, const fwd90::seq *se
     *reinterpret_cast<uint4 *>(out + (h * rows + p) * D + c) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// Per query row and head: lse2 = fl(LSE log2 e) (LSE2_UNSEEN where LSE is
+// Per query row and head: P's offset pofs = fl(2^-11 - fl(LSE log2 e))
+// (POFS_UNSEEN where LSE is
 // -Inf) and delta = sum over d of dO O, products and sums rounded in
 // increasing d (the reference's loop), into packed rows [H][rows]. A thread
 // a (token, head), heads fastest.
 template <int D>
 __global__ void bwd_prep_rows(const float *lse, int64_t ls0, int64_t ls1, nd3 dout, nd3 o, const fwd90::seq *seqs,
-                              int batch, int64_t tokens, float log2e, float *lse2, float *delta, int64_t rows)
+                              int batch, int64_t tokens, float log2e, float *pofs, float *delta, int64_t rows)
 {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, heads = o.n1;
     if (i >= tokens * heads)
@@ -225,7 +226,7 @@ __global__ void bwd_prep_rows(const float *lse, int64_t ls0, int64_t ls1, nd3 do
         }
     }
     const int64_t at = h * rows + seqs[b].q_off + j;
-    lse2[at] = l == -__builtin_huge_valf() ? __uint_as_float(bwd90::LSE2_UNSEEN) : __fmul_rn(l, log2e);
+    pofs[at] = l == -__builtin_huge_valf() ? __uint_as_float(bwd90::POFS_UNSEEN) : bwd_p_offset(l, log2e);
     delta[at] = acc;
 }
 
@@ -367,7 +368,7 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
     packed_rows(a, &q_rows, &k_rows);
     const bool direct = group == 1;
     // scratch: the bf16 operands (and K rounded to bf16 under the leak-free
-    // mask), lse2 and delta, dQ's accumulator, the semaphores, the sequences, and under GQA
+    // mask), pofs and delta, dQ's accumulator, the semaphores, the sequences, and under GQA
     // each query head's dK and dV
     auto piece = [](size_t bytes) { return (bytes + 1023) / 1024 * 1024; };
     const size_t qbf = (size_t)(hq * q_rows * D) * 2, kbf = (size_t)(hkv * k_rows * D) * 2;
@@ -395,19 +396,19 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
     }
     float *dq = reinterpret_cast<float *>(base + at[0]);
     int *sem = reinterpret_cast<int *>(base + at[1]);
-    float *lse2 = reinterpret_cast<float *>(base + at[2]), *delta = reinterpret_cast<float *>(base + at[3]);
+    float *pofs = reinterpret_cast<float *>(base + at[2]), *delta = reinterpret_cast<float *>(base + at[3]);
     uint16_t *qw = reinterpret_cast<uint16_t *>(base + at[4]), *ow = reinterpret_cast<uint16_t *>(base + at[5]);
     uint16_t *kw = reinterpret_cast<uint16_t *>(base + at[6]), *kr = reinterpret_cast<uint16_t *>(base + at[7]);
     uint16_t *vw = reinterpret_cast<uint16_t *>(base + at[8]);
     seq *dseqs = reinterpret_cast<seq *>(base + at[9]);
     float *dk = direct ? nullptr : reinterpret_cast<float *>(base + at[10]);
     float *dv = direct ? nullptr : reinterpret_cast<float *>(base + at[11]);
-    // zeros: dQ's accumulator, the semaphores, delta (padding rows); lse2
+    // zeros: dQ's accumulator, the semaphores, delta (padding rows); pofs
     // unseen (padding rows); then the packing, each tensor in one launch
     e = cudaMemsetAsync(base, 0, at[4], stream);
     if (e == cudaSuccess) {
-        fill_u32<<<blocks_for(hq * q_rows, 256), 256, 0, stream>>>(reinterpret_cast<uint32_t *>(lse2), hq * q_rows,
-                                                                   LSE2_UNSEEN);
+        fill_u32<<<blocks_for(hq * q_rows, 256), 256, 0, stream>>>(reinterpret_cast<uint32_t *>(pofs), hq * q_rows,
+                                                                   POFS_UNSEEN);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess)
@@ -427,7 +428,7 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
             a.v, a.preset, dseqs, batch, true, vw, k_rows);
         if (tq > 0)
             bwd_prep_rows<D><<<blocks_for(tq * hq, 128), 128, 0, stream>>>(
-                a.lse, a.ls0, a.ls1, a.dout, a.o, dseqs, batch, tq, a.log2e, lse2, delta, q_rows);
+                a.lse, a.ls0, a.ls1, a.dout, a.o, dseqs, batch, tq, a.log2e, pofs, delta, q_rows);
         e = cudaGetLastError();
     }
     CUtensorMap m[8];
@@ -441,7 +442,7 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
              cudaSuccess ||
          (e = tensor_map(&m[3], bf16, qw, D, (uint64_t)(hq * q_rows), D * 2, 64, BQ, sw)) != cudaSuccess ||
          (e = tensor_map(&m[4], bf16, ow, D, (uint64_t)(hq * q_rows), D * 2, 64, BQ, sw)) != cudaSuccess ||
-         (e = tensor_map(&m[5], f32, lse2, (uint64_t)q_rows, (uint64_t)hq, (uint64_t)q_rows * 4, BQ, 1,
+         (e = tensor_map(&m[5], f32, pofs, (uint64_t)q_rows, (uint64_t)hq, (uint64_t)q_rows * 4, BQ, 1,
                          CU_TENSOR_MAP_SWIZZLE_NONE)) != cudaSuccess ||
          (e = tensor_map(&m[6], f32, delta, (uint64_t)q_rows, (uint64_t)hq, (uint64_t)q_rows * 4, BQ, 1,
                          CU_TENSOR_MAP_SWIZZLE_NONE)) != cudaSuccess ||
@@ -559,7 +560,7 @@ template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stre
     }
     packed_rows(a, &q_rows, &k_rows);
     const bool direct = group == 1;
-    // scratch: dQ's accumulator, the semaphores, lse2 and delta (the zeroed
+    // scratch: dQ's accumulator, the semaphores, pofs and delta (the zeroed
     // part); then the codes of Q, dO (rows and transposed), K (rows and
     // transposed) and V, their scales, the sequences, under GQA each query
     // head's dK and dV, and under the leak-free mask K rounded to bf16
@@ -584,7 +585,7 @@ template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stre
     }
     float *dq = reinterpret_cast<float *>(base + at[0]);
     int *sem = reinterpret_cast<int *>(base + at[1]);
-    float *lse2 = reinterpret_cast<float *>(base + at[2]), *delta = reinterpret_cast<float *>(base + at[3]);
+    float *pofs = reinterpret_cast<float *>(base + at[2]), *delta = reinterpret_cast<float *>(base + at[3]);
     uint8_t *qc = base + at[4], *qt = base + at[5], *oc = base + at[6], *ot = base + at[7];
     uint8_t *kc = base + at[8], *kt = base + at[9], *vc = base + at[10];
     float *qs = reinterpret_cast<float *>(base + at[11]), *os = reinterpret_cast<float *>(base + at[12]);
@@ -597,8 +598,8 @@ template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stre
     if (e == cudaSuccess && SW > DB) // (the rows' padding, which no thread reads, defined all the same)
         e = cudaMemsetAsync(base + at[11], 0, at[15] - at[11], stream);
     if (e == cudaSuccess) {
-        fill_u32<<<blocks_for(hq * q_rows, 256), 256, 0, stream>>>(reinterpret_cast<uint32_t *>(lse2), hq * q_rows,
-                                                                   LSE2_UNSEEN);
+        fill_u32<<<blocks_for(hq * q_rows, 256), 256, 0, stream>>>(reinterpret_cast<uint32_t *>(pofs), hq * q_rows,
+                                                                   POFS_UNSEEN);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess)
@@ -618,7 +619,7 @@ template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stre
                 a.k, dseqs, batch, kraw, k_rows);
         if (tq > 0)
             bwd_prep_rows<D><<<blocks_for(tq * hq, 128), 128, 0, stream>>>(
-                a.lse, a.ls0, a.ls1, a.dout, a.o, dseqs, batch, tq, a.log2e, lse2, delta, q_rows);
+                a.lse, a.ls0, a.ls1, a.dout, a.o, dseqs, batch, tq, a.log2e, pofs, delta, q_rows);
         e = cudaGetLastError();
     }
     CUtensorMap m[15];
@@ -638,7 +639,7 @@ template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stre
                          CU_TENSOR_MAP_SWIZZLE_32B)) != cudaSuccess ||
          (e = tensor_map(&m[6], u8, ot, (uint64_t)q_rows, (uint64_t)(hq * D), (uint64_t)q_rows, BQ, D,
                          CU_TENSOR_MAP_SWIZZLE_32B)) != cudaSuccess ||
-         (e = tensor_map(&m[7], f32, lse2, (uint64_t)q_rows, (uint64_t)hq, (uint64_t)q_rows * 4, BQ, 1, none)) !=
+         (e = tensor_map(&m[7], f32, pofs, (uint64_t)q_rows, (uint64_t)hq, (uint64_t)q_rows * 4, BQ, 1, none)) !=
              cudaSuccess ||
          (e = tensor_map(&m[8], f32, delta, (uint64_t)q_rows, (uint64_t)hq, (uint64_t)q_rows * 4, BQ, 1, none)) !=
              cudaSuccess ||

@@ -676,7 +676,7 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
             b[hh] = vis[hh] ? __fsub_rn(0x1p-11f, m[hh]) : NEG_INF;
 #pragma unroll
         for (int i = 0; i < 64; i += 2)
-            f16x2_to_f32(p_from_exponent2_sm90(p_exponent2(x[i], x[i + 1], c, b[(i / 2) % 2])), x[i], x[i + 1]);
+            f16x2_to_f32(p_from_exponent2_sm90(p_exponent2(x[i], x[i + 1], c, b[(i / 2) % 2], b[(i / 2) % 2])), x[i], x[i + 1]);
 
         // the row sums: each partial scaled by alpha (1 where the max did
         // not grow: L * 1 is L), then the tile's P added, key 8q + 2t + e of

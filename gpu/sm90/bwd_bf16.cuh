@@ -8,9 +8,10 @@
 // Before it, the packing (attn_bwd.cu): Q, K and dO quantized in 32 x 32
 // square blocks and V in row blocks along D, with the call's preset, each
 // widened exactly to bf16 (the model's operands); under the leak-free mask
-// K also rounded to bf16 from the input; LSE as lse2 = fl(LSE log2 e) and
+// K also rounded to bf16 from the input; LSE as P's offset pofs = fl(2^-11
+// - fl(LSE log2 e)) and
 // delta = rowsum(dO O) per packed query row (padding rows and LSE = -Inf:
-// LSE2_UNSEEN; delta 0).
+// POFS_UNSEEN; delta 0).
 //
 // A work item is one key tile (128 keys; at D = 256 half of one, see
 // bwd_config) of one query head; a persistent
@@ -30,7 +31,7 @@
 // 384 threads, three warpgroups.
 // - Warpgroup 0, the producer: one thread issues the tensor-memory
 //   accelerator's copies: an item's K and V (and K in bf16) once, then per step
-//   of queries (64; 32 at D = 256) Q, dO, lse2 and delta through a ring of
+//   of queries (64; 32 at D = 256) Q, dO, pofs and delta through a ring of
 //   two stages;
 //   another, the dQ agent, per step: the semaphore's wait, dQ's load, its
 //   store once the consumers are done, and the release.
@@ -40,7 +41,8 @@
 //   of dV, dK and dQ, dQ made as dQ^T = K^T dS^T). For each step of 64
 //   queries:
 //     S^T  = K Q^T                   (N = 64 queries, along D, from zero)
-//     P = exp2(fma(S, c, -lse2)), quantized (const, or square blocks under
+//     P = E(RN_f16(min(fma(S, c, pofs), 0))) (the f16 exponential, two
+//         scores an instruction), quantized (const, or square blocks under
 //         rceil), widened to bf16 in registers
 //     dP^T = V dO^T                  (along D, from an accumulator of +0)
 //     dV  += P^T dO                  (A from registers, B = dO MN-major, N = D)
@@ -88,11 +90,11 @@ constexpr int BN = 128;  // the reference's key tile
 constexpr int BMQ = 128; // the reference's query tile
 static_assert(BMQ == fwd90::BM, "the leak-free mask's query tile is the forward's");
 constexpr int THREADS = 384;
-// lse2 of a row whose LSE is -Inf, and of the padding rows: a NaN that no
+// pofs of a row whose LSE is -Inf, and of the padding rows: a NaN that no
 // arithmetic makes (the GPU's NaNs are 0x7FFFFFFF), so that the mask is
-// the reference's (LSE = -Inf), not lse2 = -Inf, which a finite LSE below
+// the reference's (LSE = -Inf), not pofs = +Inf, which a finite LSE below
 // -2.4e38 also gives
-constexpr uint32_t LSE2_UNSEEN = 0xFFC00001u;
+constexpr uint32_t POFS_UNSEEN = 0xFFC00001u;
 constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
 // setmaxnreg moves registers between warpgroups; their sum cannot exceed what
 // one CTA of THREADS was given (the SM's 65536 over THREADS, rounded down to
@@ -140,7 +142,7 @@ template <int D> struct __align__(1024) bwd_shared {
     // + 4 (c mod 4)): loaded and stored by the dQ agent (the tensor-memory
     // accelerator), read and written by the consumers around their product
     float dqb[D / 32][cf::BQ * 32];
-    alignas(128) float lse2[cf::STAGES][cf::BQ];
+    alignas(128) float pofs[cf::STAGES][cf::BQ];
     alignas(128) float delta[cf::STAGES][cf::BQ];
     // a square block's statistics, [P or dS][warpgroup][warp][query block]:
     // the largest |x| bits (NaN above Inf), and where that is not finite the
@@ -430,7 +432,7 @@ template <int D, bool P_DYNAMIC, bool LEAK_FREE>
 __global__ void __launch_bounds__(THREADS, 1)
     attn_bwd_bf16(const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
                   const __grid_constant__ CUtensorMap map_kr, const __grid_constant__ CUtensorMap map_q,
-                  const __grid_constant__ CUtensorMap map_o, const __grid_constant__ CUtensorMap map_lse2,
+                  const __grid_constant__ CUtensorMap map_o, const __grid_constant__ CUtensorMap map_pofs,
                   const __grid_constant__ CUtensorMap map_delta, const __grid_constant__ CUtensorMap map_dq,
                   const bwd_params p)
 {
@@ -483,12 +485,12 @@ __global__ void __launch_bounds__(THREADS, 1)
                     if (j >= STAGES)
                         bar_wait_idle(&sh.empty[s], phase ^ 1);
                     const int row = (int)(it.h * p.q_rows + it.sq.q_off) + r0;
-                    bar_expect(&sh.full[s], sizeof sh.q[0] + sizeof sh.o[0] + sizeof sh.lse2[0] + sizeof sh.delta[0]);
+                    bar_expect(&sh.full[s], sizeof sh.q[0] + sizeof sh.o[0] + sizeof sh.pofs[0] + sizeof sh.delta[0]);
                     for (int pn = 0; pn < cf::P; pn++) {
                         tma_load(sh.q[s][pn], &map_q, 64 * pn, row, &sh.full[s]);
                         tma_load(sh.o[s][pn], &map_o, 64 * pn, row, &sh.full[s]);
                     }
-                    tma_load(sh.lse2[s], &map_lse2, (int)it.sq.q_off + r0, it.h, &sh.full[s]);
+                    tma_load(sh.pofs[s], &map_pofs, (int)it.sq.q_off + r0, it.h, &sh.full[s]);
                     tma_load(sh.delta[s], &map_delta, (int)it.sq.q_off + r0, it.h, &sh.full[s]);
                 }
         }
@@ -627,28 +629,31 @@ __global__ void __launch_bounds__(THREADS, 1)
                     bool unseen = false;
 #pragma unroll
                     for (int i = 0; i < BQ / 2; i += 4) {
-                        const float2 l2 = *reinterpret_cast<const float2 *>(&sh.lse2[s][frag_col(t, i)]);
-                        unseen |= __float_as_uint(l2.x) == LSE2_UNSEEN || __float_as_uint(l2.y) == LSE2_UNSEEN;
+                        const float2 l2 = *reinterpret_cast<const float2 *>(&sh.pofs[s][frag_col(t, i)]);
+                        unseen |= __float_as_uint(l2.x) == POFS_UNSEEN || __float_as_uint(l2.y) == POFS_UNSEEN;
                     }
                     const bool interior =
                         kw + 63 < lk && (!p.causal || kw + 63 <= r0 + lk - lq) && !__any_sync(0xFFFFFFFFu, unseen);
                     if (interior) {
 #pragma unroll
                         for (int i = 0; i < BQ / 2; i += 4) {
-                            const float2 l2 = *reinterpret_cast<const float2 *>(&sh.lse2[s][frag_col(t, i)]);
-                            sc[i] = mx_exp2(__fmaf_rn(sc[i], p.c, -l2.x));
-                            sc[i + 1] = mx_exp2(__fmaf_rn(sc[i + 1], p.c, -l2.y));
-                            sc[i + 2] = mx_exp2(__fmaf_rn(sc[i + 2], p.c, -l2.x));
-                            sc[i + 3] = mx_exp2(__fmaf_rn(sc[i + 3], p.c, -l2.y));
+                            const float2 l2 = *reinterpret_cast<const float2 *>(&sh.pofs[s][frag_col(t, i)]);
+                            bwd_p2_sm90(sc[i], sc[i + 1], p.c, l2.x, l2.y);
+                            bwd_p2_sm90(sc[i + 2], sc[i + 3], p.c, l2.x, l2.y);
                         }
                     } else {
 #pragma unroll
-                        for (int i = 0; i < BQ / 2; i++) {
+                        for (int i = 0; i < BQ / 2; i += 2) {
                             const int key = key0 + 8 * ((i / 2) % 2), qc = frag_col(t, i), q = r0 + qc;
-                            const float l2 = sh.lse2[s][qc];
-                            const bool masked =
-                                key >= lk || (p.causal && key > q + lk - lq) || __float_as_uint(l2) == LSE2_UNSEEN;
-                            sc[i] = masked ? 0.0f : mx_exp2(__fmaf_rn(sc[i], p.c, -l2));
+                            const float2 l2 = *reinterpret_cast<const float2 *>(&sh.pofs[s][qc]);
+                            // (columns qc and qc + 1, the same key)
+                            const bool m0 = key >= lk || (p.causal && key > q + lk - lq) ||
+                                            __float_as_uint(l2.x) == POFS_UNSEEN;
+                            const bool m1 = key >= lk || (p.causal && key > q + 1 + lk - lq) ||
+                                            __float_as_uint(l2.y) == POFS_UNSEEN;
+                            bwd_p2_sm90(sc[i], sc[i + 1], p.c, l2.x, l2.y);
+                            sc[i] = m0 ? 0.0f : sc[i];
+                            sc[i + 1] = m1 ? 0.0f : sc[i + 1];
                         }
                     }
                 }

@@ -105,7 +105,7 @@ template <int D, bool LEAK> struct __align__(1024) bwd8_shared {
     uint8_t ot[STAGES][D * BQ];     // B of dV
     uint8_t ds[2][BQ * KEYS];       // B of dQ^T: the step's query rows, keys in pair order; by the step's parity
     float dqb[D / 32][BQ * 32];     // dQ of the step's rows, as bwd_shared's
-    alignas(128) float lse2[STAGES][BQ];
+    alignas(128) float pofs[STAGES][BQ];
     alignas(128) float delta[STAGES][BQ];
     // the step's Q and dO scales, one a block of D (DB of each 32; a tensor
     // copy's destination is 128-byte aligned)
@@ -275,7 +275,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     attn_bwd_fp8(const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
                  const __grid_constant__ CUtensorMap map_kt, const __grid_constant__ CUtensorMap map_q,
                  const __grid_constant__ CUtensorMap map_o, const __grid_constant__ CUtensorMap map_qt,
-                 const __grid_constant__ CUtensorMap map_ot, const __grid_constant__ CUtensorMap map_lse2,
+                 const __grid_constant__ CUtensorMap map_ot, const __grid_constant__ CUtensorMap map_pofs,
                  const __grid_constant__ CUtensorMap map_delta, const __grid_constant__ CUtensorMap map_dq,
                  const __grid_constant__ CUtensorMap map_qs, const __grid_constant__ CUtensorMap map_os,
                  const __grid_constant__ CUtensorMap map_ks, const __grid_constant__ CUtensorMap map_vs,
@@ -335,12 +335,12 @@ __global__ void __launch_bounds__(THREADS, 1)
                         bar_wait_idle(&sh.empty[s], phase ^ 1);
                     const int qrow = (int)it.sq.q_off + r0, row = (int)(it.h * p.q_rows) + qrow;
                     bar_expect(&sh.full[s], sizeof sh.q[0] + sizeof sh.o[0] + sizeof sh.qt[0] + sizeof sh.ot[0] +
-                                                sizeof sh.lse2[0] + sizeof sh.delta[0] + 2 * cf::SW * 4);
+                                                sizeof sh.pofs[0] + sizeof sh.delta[0] + 2 * cf::SW * 4);
                     tma_load(sh.q[s], &map_q, 0, row, &sh.full[s]);
                     tma_load(sh.o[s], &map_o, 0, row, &sh.full[s]);
                     tma_load(sh.qt[s], &map_qt, qrow, it.h * D, &sh.full[s]);
                     tma_load(sh.ot[s], &map_ot, qrow, it.h * D, &sh.full[s]);
-                    tma_load(sh.lse2[s], &map_lse2, qrow, it.h, &sh.full[s]);
+                    tma_load(sh.pofs[s], &map_pofs, qrow, it.h, &sh.full[s]);
                     tma_load(sh.delta[s], &map_delta, qrow, it.h, &sh.full[s]);
                     tma_load(sh.qs[s], &map_qs, 0, row / 32, &sh.full[s]);
                     tma_load(sh.os[s], &map_os, 0, row / 32, &sh.full[s]);
@@ -563,28 +563,31 @@ __global__ void __launch_bounds__(THREADS, 1)
                         bool unseen = false;
 #pragma unroll
                         for (int i = 0; i < 16; i += 4) {
-                            const float2 l2 = *reinterpret_cast<const float2 *>(&sh.lse2[s][frag_col(t, i)]);
-                            unseen |= __float_as_uint(l2.x) == LSE2_UNSEEN || __float_as_uint(l2.y) == LSE2_UNSEEN;
+                            const float2 l2 = *reinterpret_cast<const float2 *>(&sh.pofs[s][frag_col(t, i)]);
+                            unseen |= __float_as_uint(l2.x) == POFS_UNSEEN || __float_as_uint(l2.y) == POFS_UNSEEN;
                         }
                         const bool interior = kw + 63 < lk && (!p.causal || kw + 63 <= r0 + lk - lq) &&
                                               !__any_sync(0xFFFFFFFFu, unseen);
                         if (interior) {
 #pragma unroll
                             for (int i = 0; i < 16; i += 4) {
-                                const float2 l2 = *reinterpret_cast<const float2 *>(&sh.lse2[s][frag_col(t, i)]);
-                                sc[i] = mx_exp2(__fmaf_rn(sc[i], p.c, -l2.x));
-                                sc[i + 1] = mx_exp2(__fmaf_rn(sc[i + 1], p.c, -l2.y));
-                                sc[i + 2] = mx_exp2(__fmaf_rn(sc[i + 2], p.c, -l2.x));
-                                sc[i + 3] = mx_exp2(__fmaf_rn(sc[i + 3], p.c, -l2.y));
+                                const float2 l2 = *reinterpret_cast<const float2 *>(&sh.pofs[s][frag_col(t, i)]);
+                                bwd_p2_sm90(sc[i], sc[i + 1], p.c, l2.x, l2.y);
+                                bwd_p2_sm90(sc[i + 2], sc[i + 3], p.c, l2.x, l2.y);
                             }
                         } else {
 #pragma unroll
-                            for (int i = 0; i < 16; i++) {
+                            for (int i = 0; i < 16; i += 2) {
                                 const int key = key0 + 8 * ((i / 2) % 2), qc = frag_col(t, i), q = r0 + qc;
-                                const float l2 = sh.lse2[s][qc];
-                                const bool masked = key >= lk || (p.causal && key > q + lk - lq) ||
-                                                    __float_as_uint(l2) == LSE2_UNSEEN;
-                                sc[i] = masked ? 0.0f : mx_exp2(__fmaf_rn(sc[i], p.c, -l2));
+                                const float2 l2 = *reinterpret_cast<const float2 *>(&sh.pofs[s][qc]);
+                                // (columns qc and qc + 1, the same key)
+                                const bool m0 = key >= lk || (p.causal && key > q + lk - lq) ||
+                                                __float_as_uint(l2.x) == POFS_UNSEEN;
+                                const bool m1 = key >= lk || (p.causal && key > q + 1 + lk - lq) ||
+                                                __float_as_uint(l2.y) == POFS_UNSEEN;
+                                bwd_p2_sm90(sc[i], sc[i + 1], p.c, l2.x, l2.y);
+                                sc[i] = m0 ? 0.0f : sc[i];
+                                sc[i + 1] = m1 ? 0.0f : sc[i + 1];
                             }
                         }
                         // P's codes: dV's A fragment (the leak-free mask's

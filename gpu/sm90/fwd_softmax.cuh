@@ -106,8 +106,9 @@ template <int BN> __device__ __forceinline__ void mask_scores(float (&s)[BN / 2]
 // masked by mask_scores where some row does not see the tile whole),
 // overwritten; c: fl(scale * log2 e). pa: the bf16 A fragments of P, one a
 // k16 step. P_DYNAMIC: P in row blocks of 32 keys under the rceil rule,
-// else one scale 2^-8.
-template <int BN, bool P_DYNAMIC>
+// else one scale 2^-8. CAP_F16: where P's exponent is capped (exp2.cuh's
+// p_exponent2; the same bits either way).
+template <int BN, bool P_DYNAMIC, bool CAP_F16>
 __device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, float c, uint32_t (&pa)[BN / 16][4])
 {
     // the maximum, in any order (max is exact; any NaN makes it NaN): a
@@ -147,7 +148,7 @@ __device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, f
 #pragma unroll
             for (int hh = 0; hh < 2; hh++) {
                 float &x0 = s[4 * j + 2 * hh], &x1 = s[4 * j + 2 * hh + 1];
-                ph[j - 4 * kb][hh] = p_from_exponent2_sm90(p_exponent2(x0, x1, c, b[hh]));
+                ph[j - 4 * kb][hh] = p_from_exponent2_sm90(p_exponent2<CAP_F16>(x0, x1, c, b[hh], b[hh]));
                 f16x2_to_f32(ph[j - 4 * kb][hh], x0, x1);
                 r.part[hh][0] = __fadd_rn(r.part[hh][0], x0);
                 r.part[hh][1] = __fadd_rn(r.part[hh][1], x1);
