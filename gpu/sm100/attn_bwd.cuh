@@ -13,7 +13,8 @@
 // instruction a 32-block in tensor memory. For each visited query tile:
 //   S^T  = K Q^T     (M = 128 keys, N = 128 queries, along D, from zero)
 //   dP^T = V dO^T    (the same shape)
-//   P = exp2(fma(S, c, -LSE log2 e)), quantized const or dynamic (square blocks)
+//   P = E(RN_f16(min(fma(S, c, 2^-11 - LSE log2 e), 0))), quantized const or
+//       dynamic (square blocks)
 //   dS = P (dP - delta), quantized in square blocks with the call's preset
 //   dV += P^T dO, dK += dS^T Q   (M = 128 keys, N = D, along the queries)
 //   dQ  = dQ + dS K             (M = 128 queries, N = D, along the keys)
@@ -68,6 +69,9 @@ namespace {
 
 constexpr int BWD_THREADS = 512;
 constexpr int BWD_ROW_REGS = 176, BWD_DQ_REGS = 96, BWD_OTHER_REGS = 64;
+// The kernel's named barrier (id 0 is __syncthreads'): the BM threads that
+// store dQ meet at BAR_DQ_STORED before its semaphore is released.
+enum bwd100_barrier : uint32_t { BAR_DQ_STORED = 1 };
 // setmaxnreg moves registers between the warpgroups inside the CTA's
 // allocation (128 a thread at 512 threads): the counts times the warps must
 // add up to it exactly, or an increase would wait forever. A key-row thread
@@ -558,7 +562,7 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
                     bar_arrive(&sh.dq_read);
                 // every row's dQ stored before the next key tile may start
                 __threadfence();
-                named_sync(1, BM);
+                named_sync(BAR_DQ_STORED, BM);
                 if (i == 0)
                     st_release(sem, (int)item.t + 1);
             }

@@ -103,6 +103,10 @@ __device__ __forceinline__ unsigned diagonal_blocks(const q_tile &t, int64_t lk,
 constexpr uint32_t P_SCALE_WORD = 0x77777777u; // const P: every block's scale 2^-8
 constexpr float NEG_INF = -__builtin_huge_valf();
 constexpr int PARTIALS = 8; // the row sum's partial sums (cpu/ref/attn_fwd.c), all in the row's thread
+// The forward kernels' named barriers (id 0 is __syncthreads'): the
+// softmax threads of tile group g exchange dynamic P's scale words at
+// BAR_P_WORDS + g (store_p_words).
+enum fwd100_barrier : uint32_t { BAR_P_WORDS = 1 };
 
 __device__ __forceinline__ void tmem_st4(uint32_t taddr, const uint32_t (&v)[4])
 {
@@ -261,7 +265,7 @@ __device__ __forceinline__ void store_p(uint8_t *p, int row, const uint32_t (&co
 // in column r / 32 of every lane quarter (lane r % 32). A warp can write
 // only its own quarter, so the tile's 128 softmax threads exchange the
 // words through pw (two halves, alternating by key tile j, so that one
-// barrier suffices) at named barrier `bar`.
+// barrier suffices) at named barrier `bar` (BAR_P_WORDS + the group).
 __device__ __forceinline__ void store_p_words(uint32_t col, uint32_t (*pw)[BM], int j, int row, uint32_t pword,
                                               uint32_t bar)
 {

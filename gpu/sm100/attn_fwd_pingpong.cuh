@@ -363,7 +363,7 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
                 }
                 store_p(sh.p[g], row, codes);
                 if (P_DYNAMIC)
-                    store_p_words(s_cols + ly::SF_PV, sh.pw[g], n, row, pword, 1 + g);
+                    store_p_words(s_cols + ly::SF_PV, sh.pw[g], n, row, pword, BAR_P_WORDS + g);
                 else
                     store_p_const_words(s_cols + ly::SF_PV);
                 if constexpr (LEAK)

@@ -255,7 +255,7 @@ __global__ void __launch_bounds__(SINGLE_THREADS, 1)
             }
             store_p(sh.p, row, codes);
             if (P_DYNAMIC)
-                store_p_words(lanes + ly::SFP_COL, sh.pw, j, row, pword, 1);
+                store_p_words(lanes + ly::SFP_COL, sh.pw, j, row, pword, BAR_P_WORDS);
             if constexpr (LEAK)
                 store_p_bf16(sh.bf.p, sh.p, row, diagonal_blocks(qt, sq.lk, j), pword, P_DYNAMIC);
             rescale_o<D>(lanes + ly::O_COL, st); // last, after the codes have left the registers
