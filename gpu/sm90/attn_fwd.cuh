@@ -22,10 +22,10 @@
 // warpgroups of 64 query rows. Per key tile a consumer warpgroup makes S
 // block by block (one wgmma k32 into a zero accumulator, then the exact
 // promotion: a bare fma where the tiles' scale ranges allow it), the
-// online softmax with the contract's f16 exponential, the row sums as the reference's
-// eight partials (a thread holds keys 8j + 2t and 8j + 2t + 1 of its two
-// rows, so it keeps partials 2t and 2t + 1 of each, in shared memory
-// between tiles, and the quad combines them at the end), P quantized in
+// online softmax with the contract's f16 exponential, the row sums as the
+// reference's eight partials (a thread holds keys 8j + 2t and 8j + 2t + 1
+// of its two rows, so it keeps partials 2t and 2t + 1 of each, in shared
+// memory between tiles, and the quad combines them at the end), P quantized in
 // registers, and O += P V block by block (wgmma k32 with P from registers,
 // then the promotion; V's float scales carry P's 2^-8, so that const P's
 // promotion is one fma). Products go through two partials, one promoted
@@ -37,6 +37,9 @@
 // V in bf16, two wgmma k16 steps on O itself, as the reference does; at
 // D = 256 one consumer warpgroup a CTA, for room), const or dynamic P; the
 // backend refuses other models and geometries.
+//
+// The geometry and shared memory are in fwd8_layout.cuh, the packing in
+// fwd8_pack.cuh; this file holds the kernel and its launch.
 #ifndef MXFA_GPU_SM90_ATTN_FWD_CUH
 #define MXFA_GPU_SM90_ATTN_FWD_CUH
 
@@ -45,260 +48,12 @@
 #include "mx.cuh"
 #include "nd3.cuh"
 #include "wgmma.cuh"
+#include "sm90/fwd8_pack.cuh"
 
 namespace mxfa_gpu {
 namespace {
 
 using namespace sm90;
-
-constexpr int BM = 128, BN = 128;
-// K and V stages in the ring: two, one at D = 256 (whose stage of 72 KiB
-// beside the rest leaves no room for a second)
-template <int D> constexpr int STAGES = D == 256 ? 1 : 2;
-// Q and K rows in panels of PW bytes (D-byte swizzle up to 128 bytes;
-// D = 256 in two 128-byte panels, each a TMA box of its own)
-template <int D> constexpr int PW = D < 128 ? D : 128;
-// Consumer warpgroups of 64 query rows a CTA: two, which share the K and V
-// stages; one at D = 256 with the leak-free mask, which then has all 255
-// registers a thread for the bf16 steps on O beside the rest (each 128-row
-// tile takes two CTAs).
-template <int D, bool LEAK> constexpr int CONSUMERS = D == 256 && LEAK ? 1 : 2;
-template <int D, bool LEAK> constexpr int THREADS = (CONSUMERS<D, LEAK> + 1) * 128;
-
-// One sequence of the batch: where its tokens are in the caller's tensors,
-// where its rows start in the packed ones, and its first query tile.
-struct seq_info {
-    int64_t q0, k0;       // first token in q and in k, v
-    int64_t lq, lk;       // lengths
-    int64_t q_off, k_off; // first packed row (multiples of 128)
-    int first_tile;       // its first query tile in the grid
-};
-
-// The key of column f (0..31) of a 32-key block as P * V's A operand holds
-// it: thread t's columns 4t .. 4t + 3 and 16 + 4t .. are the keys 2t, 2t + 1,
-// 8 + 2t, 9 + 2t (and 16 more) that its score accumulator holds.
-__host__ __device__ constexpr int key_of_column(int f)
-{
-    return (f / 16) * 16 + 8 * ((f % 4) / 2) + 2 * ((f % 16) / 4) + f % 2;
-}
-
-// The smallest and largest scale of a tile of 128 packed rows or keys,
-// over its real rows (the float bits, which order as the values: scales
-// are positive; a NaN scale sorts above +Inf and so only makes the range
-// fail the kernel's test). The kernel multiplies scales with a bare fma
-// where every product of the two ranges is a normal power of two, and
-// takes the general promotion elsewhere.
-struct scale_range {
-    uint32_t lo, hi;
-};
-constexpr uint32_t RANGE_EMPTY_LO = 0x7F7F7F7Fu; // above every scale (2^127 at most): the byte 0x7F repeated
-
-template <int D> struct kv_stage {
-    static constexpr int DB = D / 32;
-    uint8_t k[BN * D];   // 128 keys x D bytes, panels of PW bytes in PW-byte swizzle
-    uint8_t vt[D * BN];  // 128 columns of V x 128 keys, 128-byte swizzle
-    float ks[DB][BN];    // K's scales per block of D, scale_pos_b order over the keys
-    float vs[BN / 32][D]; // V's scales per block of keys, scale_pos_b order over D
-};
-
-// LEAK: the leak-free causal mask, whose diagonal blocks take P * V in
-// bf16; their V comes in as bf16 panels of 64 keys (128 bytes) x D.
-template <int D, bool LEAK> struct __align__(1024) attn_shared {
-    static constexpr int DB = D / 32;
-    uint8_t q[BM * D]; // as K's stage
-    kv_stage<D> st[STAGES<D>];
-    float qs[DB][BM];              // Q's scales per block of D, scale_pos_a order over the rows
-    static constexpr int NC = CONSUMERS<D, LEAK>;
-    // D = 256 makes S in two passes of 64 keys; the first pass's 32 values
-    // a thread wait here while the second is made, each thread's own
-    // (written and read by it alone: no barrier), [I][thread] against bank
-    // conflicts
-    float s_stash[D == 256 ? NC : 1][D == 256 ? 32 : 1][128];
-    // the row sums' partials 2t and 2t + 1 of a thread's two rows
-    // (cpu/ref/attn_fwd.c), [2 hh + e][thread]: each thread's own (no
-    // barrier), kept here between tiles so that they take no registers
-    // beside O's (at D = 256, with them in registers, ptxas spilled)
-    float lsum[NC][4][128];
-    scale_range krange[STAGES<D>], vrange[STAGES<D>]; // the stage's K and V scale ranges
-    uint64_t q_full, full[STAGES<D>], empty[STAGES<D>];
-    alignas(1024) uint16_t vbf[LEAK ? STAGES<D> : 1][2][LEAK ? D * 64 : 8];
-};
-static_assert(sizeof(kv_stage<64>) % 1024 == 0 && sizeof(kv_stage<128>) % 1024 == 0 &&
-                  sizeof(kv_stage<256>) % 1024 == 0,
-              "stages stay 1024-byte aligned");
-
-template <int D, bool LEAK> constexpr size_t SMEM_BYTES = sizeof(attn_shared<D, LEAK>) + 1024;
-
-// ---- packing (before the kernel) ----
-
-// The sequence that packed row p (of a head) belongs to and its row in it,
-// or -1 for padding. off: first packed row of each sequence; len: lengths.
-__device__ __forceinline__ int64_t unpack_row(const seq_info *seqs, int batch, bool keys, int64_t p, int64_t *token)
-{
-    const int b = last_at_or_below(batch, p, [&](int s) { return keys ? seqs[s].k_off : seqs[s].q_off; });
-    const int64_t j = p - (keys ? seqs[b].k_off : seqs[b].q_off), len = keys ? seqs[b].lk : seqs[b].lq;
-    if (j < 0 || j >= len)
-        return -1;
-    *token = (keys ? seqs[b].k0 : seqs[b].q0) + j;
-    return j;
-}
-
-
-// The range of the block's threads' lo and hi (a multiple of 32 threads)
-// into *r: stored, or with shared: added by atomics to a range that
-// several blocks share. red: 2 x threads / 32.
-__device__ __forceinline__ void range_add(uint32_t lo, uint32_t hi, scale_range *r, bool shared, uint32_t *red)
-{
-    for (int o = 16; o > 0; o >>= 1) {
-        lo = min(lo, __shfl_xor_sync(0xFFFFFFFFu, lo, o));
-        hi = max(hi, __shfl_xor_sync(0xFFFFFFFFu, hi, o));
-    }
-    const int warps = (int)blockDim.x / 32, w = (int)threadIdx.x / 32;
-    if (threadIdx.x % 32 == 0)
-        red[2 * w] = lo, red[2 * w + 1] = hi;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        for (int i = 1; i < warps; i++)
-            lo = min(lo, red[2 * i]), hi = max(hi, red[2 * i + 1]);
-        if (shared) {
-            atomicMin(&r->lo, lo);
-            atomicMax(&r->hi, hi);
-        } else {
-            *r = {lo, hi};
-        }
-    }
-}
-
-// Q or K: x [tokens][H][D] (fp32 or bf16, any strides) quantized in row
-// blocks of 32 along D to codes [H][rows][D] and float scales
-// [H][D / 32][rows] (scale_pos_a or _b order within each 128 rows; a
-// padding row's codes 0 and scales 1), and each tile's scale range over its
-// real rows [H][rows / 128]. A block of 256 threads a tile of 128 rows: 8
-// elements a piece, four lanes a block of 32, consecutive lanes on
-// consecutive pieces of a row (whole lines read and written), D / 16
-// pieces a thread. Grid x over the rows / 128, y over the heads.
-template <int D>
-__global__ void __launch_bounds__(256) pack_rows(nd3 x, int preset, const seq_info *seqs, int batch, bool keys,
-                                                 uint8_t *out, float *out_scales, scale_range *ranges, int64_t rows)
-{
-    constexpr int DB = D / 32;
-    __shared__ uint32_t red[16];
-    const int64_t tile0 = (int64_t)blockIdx.x * 128, h = blockIdx.y;
-    const fp8_fmt f = fp8_e4m3();
-    uint32_t lo = RANGE_EMPTY_LO, hi = 0;
-    for (int i = 0; i < D / 16; i++) {
-        const int piece = i * 256 + (int)threadIdx.x, r = piece / (D / 8), c = (piece % (D / 8)) * 8;
-        const int64_t p = tile0 + r;
-        int64_t token = 0;
-        const bool real = unpack_row(seqs, batch, keys, p, &token) >= 0; // the same for a block's four lanes
-        uint32_t v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        if (real)
-            load8_bits(x, token, h, c, v);
-        bool plain;
-        const block_rule rule = warp_rule<8>(f, preset, reduce_max(lane_top(v), 4), v, 4, &plain);
-        uint2 codes = make_uint2(0, 0);
-        if (real)
-            codes = make_uint2(encode4(f, rule, plain, v), encode4(f, rule, plain, v + 4));
-        *reinterpret_cast<uint2 *>(out + (h * rows + p) * D + c) = codes;
-        if (c % 32 == 0) {
-            const float sf = scale_float(real ? rule.scale : 0x7Fu);
-            out_scales[(h * DB + c / 32) * rows + tile0 + (keys ? scale_pos_b(r) : scale_pos_a(r))] = sf;
-            if (real)
-                lo = min(lo, __float_as_uint(sf)), hi = max(hi, __float_as_uint(sf));
-        }
-    }
-    range_add(lo, hi, &ranges[h * (rows / 128) + blockIdx.x], false, red);
-}
-
-// A V scale byte as the float the P V promotion multiplies by: 2^(code -
-// 127) times P's 2^-8, that is 2^(code - 135), the canonical NaN for 0xFF.
-// Every one is a float (the smallest, 2^-135, a subnormal), so const P's
-// promotion acc = fma(partial, 2^(sv - 8), acc) is one fma, exact, with no
-// test and no multiplication of scales; dynamic P's scale is then taken
-// without its -8.
-__device__ __forceinline__ float v_scale_float(uint32_t code)
-{
-    return __fmul_rn(scale_float(code), 0x1p-8f); // exact (2^-135 at least); the NaN stays the canonical one
-}
-
-// V: x [tokens][H][D] quantized in col blocks of 32 keys (a sequence's keys
-// start on a multiple of 128, so each block of 32 packed keys is one block
-// of the sequence, or padding) to V^T codes [H][D][rows] (keys permuted
-// inside each block by key_of_column, padding keys 0) and float scales
-// [H][rows / 32][D] (v_scale_float, scale_pos_b order over D; a padding
-// block's 2^-8), and each 128-key tile's scale range over its real blocks
-// [H][rows / 128] (several blocks add to it: set to RANGE_EMPTY_LO and 0
-// before); with raw (the leak-free mask), also V^T [H][D][rows] of the
-// input rounded to bf16, keys in their own order. A transpose through
-// shared memory: a block of 256 threads takes 64 packed keys and 64
-// columns of a head, reads them a key's row at a time and writes them a
-// column's row at a time; a column's block of 32 keys is two threads' 16
-// (lanes l and l ^ 1), and since key_of_column keeps each half of a block
-// in place, each thread's 16 codes are 16 consecutive bytes. Grid x over
-// rows / 64, y over D / 64, z over the heads.
-template <int D>
-__global__ void __launch_bounds__(256) pack_v(nd3 x, int preset, bool raw, const seq_info *seqs, int batch,
-                                              uint8_t *out, float *out_scales, scale_range *ranges, uint16_t *vraw,
-                                              int64_t rows)
-{
-    __shared__ uint32_t val_t[64][64 + 1]; // [key][column] as fp32 bits, padded against bank conflicts
-    __shared__ bool real_key[64];
-    __shared__ uint32_t red[16];
-    const int64_t p0 = (int64_t)blockIdx.x * 64, h = blockIdx.z;
-    const int e0 = (int)blockIdx.y * 64, tid = (int)threadIdx.x;
-    {
-        const int k = tid / 4, c = (tid % 4) * 16; // 16 values of a key's row
-        int64_t token;
-        uint32_t v[16] = {};
-        const bool real = unpack_row(seqs, batch, true, p0 + k, &token) >= 0;
-        if (real) {
-            load8_bits(x, token, h, e0 + c, v);
-            load8_bits(x, token, h, e0 + c + 8, v + 8);
-        }
-#pragma unroll
-        for (int i = 0; i < 16; i++)
-            val_t[k][c + i] = v[i];
-        if (c == 0)
-            real_key[k] = real;
-    }
-    __syncthreads();
-    const int col = tid / 4, k0 = (tid % 4) * 16; // 16 keys of a column's row, in packed order
-    const int kb = k0 - k0 % 32;                  // their block's first key
-    // the values in the order of the codes: position k0 + i holds key kb + key_of_column(k0 % 32 + i)
-    uint32_t v[16];
-#pragma unroll
-    for (int i = 0; i < 16; i++)
-        v[i] = val_t[kb + key_of_column(k0 % 32 + i)][col];
-    const fp8_fmt f = fp8_e4m3();
-    bool plain;
-    const uint32_t top = reduce_max(umax(lane_top(v), lane_top(v + 8)), 2);
-    const block_rule rule = warp_rule<16>(f, preset, top, v, 2, &plain);
-    uint32_t w[4];
-#pragma unroll
-    for (int q = 0; q < 4; q++) {
-        w[q] = encode4(f, rule, plain, v + 4 * q);
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            if (!real_key[kb + key_of_column(k0 % 32 + 4 * q + e)])
-                w[q] &= ~(0xFFu << (8 * e));
-    }
-    *reinterpret_cast<uint4 *>(out + (h * D + e0 + col) * rows + p0 + k0) = make_uint4(w[0], w[1], w[2], w[3]);
-    // a block is real when its first key is (the scale is the block's: lane l ^ 1 has the same)
-    const bool real_block = real_key[kb];
-    const float sf = v_scale_float(real_block ? rule.scale : 0x7Fu);
-    if (k0 % 32 == 0)
-        out_scales[(h * (rows / 32) + (p0 + kb) / 32) * D + scale_pos_b(e0 + col)] = sf;
-    range_add(real_block ? __float_as_uint(sf) : RANGE_EMPTY_LO, real_block ? __float_as_uint(sf) : 0,
-              &ranges[h * (rows / 128) + p0 / 128], true, red);
-    if (raw) {
-        uint32_t r[8];
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            r[i] = f32_to_bf16(val_t[k0 + 2 * i][col]) | f32_to_bf16(val_t[k0 + 2 * i + 1][col]) << 16;
-        uint4 *dst = reinterpret_cast<uint4 *>(vraw + (h * D + e0 + col) * rows + p0 + k0);
-        dst[0] = make_uint4(r[0], r[1], r[2], r[3]), dst[1] = make_uint4(r[4], r[5], r[6], r[7]);
-    }
-}
 
 // ---- the kernel ----
 
