@@ -7,7 +7,8 @@
  * heads, determinism); causal correctness by perturbation, and the measured
  * leak of the plain causal variant; edge cases (empty and one-token
  * sequences, ragged lengths, fully masked rows, NaN and Inf inputs, bad
- * shapes).
+ * shapes); and one tile's O and LSE rebuilt from public primitives in the
+ * contract's order, bit for bit.
  */
 #include <math.h>
 
@@ -352,6 +353,81 @@ static void check_edges(void)
     }
 }
 
+/* ---- 6. the forward rebuilt from public primitives ---- */
+
+/* x as an MXFP8 matrix [rows, cols] in `block` blocks, rceil; the codes and
+ * scales in one allocation, returned */
+static uint8_t *quant(const float *x, int64_t rows, int64_t cols, mxfa_block block, mxfa_mx *out)
+{
+    const int64_t sr = block == MXFA_BLOCK_COL ? rows / 32 : rows, sc = block == MXFA_BLOCK_COL ? cols : cols / 32;
+    uint8_t *mem = malloc((size_t)(rows * cols + sr * sc));
+    mxfa_tensor xt = mxfa_tensor_2d((void *)x, MXFA_F32, rows, cols);
+    *out = (mxfa_mx){mxfa_tensor_2d(mem, MXFA_E4M3, rows, cols), mxfa_tensor_2d(mem + rows * cols, MXFA_E8M0, sr, sc),
+                     block, MXFA_LAYOUT_COMPACT};
+    if (mxfa_quantize(ctx, &xt, MXFA_PRESET_RCEIL, out) != MXFA_OK)
+        diag("quantize: %s", mxfa_last_error(ctx));
+    return mem;
+}
+
+/* One query tile against one key tile (S = 128, D = 64), no mask, sm100,
+ * const P: O and LSE of one head rebuilt from mxfa_quantize,
+ * mxfa_transpose, mxfa_gemm, mxfa_f32_to_f16, mxfa_exp2_f16 and mxfa_log2
+ * in the order of docs/NUMERICS.md section 6, against mxfa_attn_fwd bit for
+ * bit. */
+static void check_rebuild(void)
+{
+    enum { S = 128, D = 64 };
+    float *q = randn(S, 1, D, -1, 1.0f), *k = randn(S, 1, D, 5, 8.0f), *v = randn(S, 1, D, -1, 1.0f);
+    float *o = malloc(S * D * sizeof *o), *lse = malloc(S * sizeof *lse);
+    mxfa_attn_params ap;
+    mxfa_attn_params_default(&ap); /* sm100, rceil, const P, no mask, 128 x 128 tiles */
+    int good = attn(&ap, q, k, v, S, S, 1, 1, D, NULL, NULL, 1, o, lse) == MXFA_OK;
+    /* Q and K in row blocks along D, V in blocks along the keys, as V^T in
+     * row blocks: the B operand of O = P V */
+    mxfa_mx qm, km, vm, vt;
+    uint8_t *mq = quant(q, S, D, MXFA_BLOCK_ROW, &qm), *mk = quant(k, S, D, MXFA_BLOCK_ROW, &km);
+    uint8_t *mv = quant(v, S, D, MXFA_BLOCK_COL, &vm), *mvt = malloc(S * D + D * (S / 32));
+    vt = (mxfa_mx){mxfa_tensor_2d(mvt, MXFA_E4M3, D, S), mxfa_tensor_2d(mvt + S * D, MXFA_E8M0, D, S / 32),
+                   MXFA_BLOCK_ROW, MXFA_LAYOUT_COMPACT};
+    good &= mxfa_transpose(ctx, &vm, &vt) == MXFA_OK;
+    float *sc = malloc(S * S * sizeof *sc), *ov = malloc(S * D * sizeof *ov);
+    mxfa_tensor st = mxfa_tensor_2d(sc, MXFA_F32, S, S), ot = mxfa_tensor_2d(ov, MXFA_F32, S, D);
+    good &= mxfa_gemm(ctx, &qm, &km, NULL, MXFA_MODEL_SM100, &st) == MXFA_OK; /* S = Q K^T from +0 */
+    /* P and its row sum, a row at a time: P = 256 E(RN_f16(min(fma(S, c, b),
+     * 0))), b = 2^-11 - m; key j into partial j mod 8, in key order */
+    const float c = mxfa_attn_softmax_scale(&ap, D) * f32_of(0x3FB8AA3Bu); /* fl(scale fl(log2 e)) */
+    uint8_t *pd = malloc(S * S), *ps = malloc(S * (S / 32));
+    memset(ps, 0x77, S * (S / 32)); /* const P: the scale 2^-8 */
+    float m[S], l[S];
+    for (int i = 0; i < S; i++) {
+        m[i] = -INFINITY;
+        for (int j = 0; j < S; j++)
+            m[i] = fmaxf(m[i], sc[i * S + j] * c);
+        const float b = 0x1p-11f - m[i];
+        float part[8] = {0};
+        for (int j = 0; j < S; j++) {
+            float w = fmaf(sc[i * S + j], c, b);
+            float pj = 256.0f * mxfa_f16_to_f32(mxfa_exp2_f16(mxfa_f32_to_f16(w > 0.0f ? 0.0f : w)));
+            part[j % 8] += pj;
+            pd[i * S + j] = mxfa_f32_to_e4m3(pj, MXFA_SATFINITE);
+        }
+        l[i] = (((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]))) * 0x1p-8f;
+    }
+    mxfa_mx pm = {mxfa_tensor_2d(pd, MXFA_E4M3, S, S), mxfa_tensor_2d(ps, MXFA_E8M0, S, S / 32), MXFA_BLOCK_ROW,
+                  MXFA_LAYOUT_COMPACT};
+    good &= mxfa_gemm(ctx, &pm, &vt, NULL, MXFA_MODEL_SM100, &ot) == MXFA_OK; /* O = P V from +0 */
+    int match = good;
+    for (int i = 0; i < S && match; i++) {
+        match = bits_of((m[i] + mxfa_log2(l[i])) * f32_of(0x3F317218u)) == bits_of(lse[i]); /* fl(ln 2) */
+        for (int e = 0; e < D && match; e++)
+            match = bits_of(ov[i * D + e] / l[i]) == bits_of(o[i * D + e]);
+    }
+    ok(match, "O and LSE rebuilt from public primitives (the f16 exponential, the eight partial sums, const P, "
+              "the products under sm100) equal mxfa_attn_fwd bit for bit");
+    free(q), free(k), free(v), free(o), free(lse), free(mq), free(mk), free(mv), free(mvt), free(sc), free(ov);
+    free(pd), free(ps);
+}
+
 int main(void)
 {
     rng_seed_from_env(20261129);
@@ -364,6 +440,7 @@ int main(void)
     check_invariants();
     check_causal();
     check_edges();
+    check_rebuild();
     mxfa_close(ctx);
     return done_testing();
 }
