@@ -15,6 +15,8 @@
 #include "mxfa.h"
 #include "tap.h"
 
+#include "../gpu/common/exp2_f16_slow.h"
+
 #define EXP2_BOUND 7.5e-5 /* measured 7.48e-5 */
 #define LOG2_BOUND 2.5e-7 /* measured 2.0e-7 */
 
@@ -234,10 +236,50 @@ static void check_exp2_f16(void)
     ok(worst < 0x1p-10, "f16 exp2: relative error below 2^-10 where 2^h is a normal f16 (largest %.3g), the rounding toward zero's", worst);
 }
 
+/* The GPU's list of E where its bracket of ex2.approx.f32 cannot decide
+ * (gpu/common/exp2_f16_slow.h): in increasing order of h, each E
+ * mxfa_exp2_f16's, and exactly the non-integer h <= 0 whose 2^h lies within
+ * 2^-18 of an f16 (the double-double 2^h decides it). */
+static void check_slow_list(void)
+{
+    int bad = 0, n = 0;
+    for (int i = 0; i < MXFA_E16_SLOW_COUNT; i++) {
+        const uint16_t h = (uint16_t)(mxfa_e16_slow[i] >> 16);
+        bad += (uint16_t)mxfa_e16_slow[i] != mxfa_exp2_f16(h);
+        bad += i > 0 && (mxfa_e16_slow[i - 1] >> 16) >= h;
+    }
+    for (uint32_t h = 0x8000u; h < 0xFC00u; h++) {
+        const double x = f16_value((uint16_t)h);
+        if (x == floor(x))
+            continue;
+        const dd e = exp2_dd(x);
+        if (e.hi < 0x1p-25)
+            continue;
+        /* an f16 within 2^-18 of 2^h: the ends of the band round toward
+         * zero to different f16 (compared through their values) */
+        const double lo = e.hi * (1 - 0x1p-18), hi = e.hi * (1 + 0x1p-18);
+        const float a = (float)f16_value(mxfa_f32_to_f16((float)lo)), b = (float)f16_value(mxfa_f32_to_f16((float)hi));
+        int near = 0;
+        for (uint16_t y = mxfa_f32_to_f16(a) - 1; y <= mxfa_f32_to_f16(b) + 1; y++)
+            near |= f16_value(y) >= lo && f16_value(y) <= hi;
+        if (!near)
+            continue;
+        n++;
+        int found = 0;
+        for (int i = 0; i < MXFA_E16_SLOW_COUNT; i++)
+            found |= mxfa_e16_slow[i] >> 16 == h;
+        bad += !found;
+    }
+    ok(bad == 0 && n == MXFA_E16_SLOW_COUNT,
+       "the GPU's list of undecidable exponents: %d entries, in order, each E as mxfa_exp2_f16, exactly the %d "
+       "non-integer h whose 2^h lies within 2^-18 of an f16", MXFA_E16_SLOW_COUNT, n);
+}
+
 int main(void)
 {
     check_f16_conversions();
     check_exp2_f16();
+    check_slow_list();
 
     const float c0 = f32_of(exp2_c[0]);
     int exact = mxfa_exp2(0.0f) == c0 && bits_of(mxfa_exp2(-0.0f)) == exp2_c[0];

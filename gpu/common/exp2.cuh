@@ -10,6 +10,9 @@
 #include <cstdint>
 #include <cuda_fp16.h>
 
+#define MXFA_E16_SLOW_SPACE __constant__
+#include "exp2_f16_slow.h"
+
 namespace mxfa_gpu {
 
 // max and min that return NaN when either input is NaN (PTX's .NaN forms;
@@ -105,23 +108,36 @@ __device__ __forceinline__ uint32_t p_from_exponent2_sm90(uint32_t h)
 // equals E is not known), assuming only that ex2.approx.f32 is within 2^-21 of 2^x
 // (relative; CUDA documents exp2f, this instruction, to 2 ulp, 2^-22): its
 // result times 1 - 2^-20 and 1 + 2^-20 brackets the exact 2^h, and where
-// both round toward zero to the same f16, that is E. Elsewhere, for 91 of
-// the 20033 h in [-25, 0] (integers among them, where 2^h is an f16), an
-// integer h gives 2^h exactly and any other takes the double-precision
-// exp2 (within an ulp of 2^-52; 2^h of such h lies at least 2^-25.1 from
-// an f16: tests/t-exp2), rounded toward zero twice (to fp32 then f16, which
-// is one rounding toward zero to f16).
-__device__ __forceinline__ uint16_t exp2_f16_slow(uint16_t h)
+// both round toward zero to the same f16, that is E. Elsewhere (with an
+// exact 2^h, 91 of the 20033 h in [-25, 0], the integers among them, where
+// 2^h is an f16) an integer h gives 2^h from its bits, and any other h is
+// looked up in exp2_f16_slow.h: the 308 non-integer h whose 2^h lies
+// within 2^-18 of an f16, a band that holds every h the bracket can leave
+// undecided (its ends lie within 2^-20 + 2^-21 + 2^-24 of 2^h).
+__device__ __forceinline__ uint16_t exp2_f16_slow(uint16_t h, uint16_t fallback)
 {
-    if (h == 0x8001u)
-        return 0x3C00u;
     const float x = __half2float(__ushort_as_half(h));
     if (x == floorf(x)) // 2^x from its bits (x <= 0 here; 2^x below 2^-24 is 0)
         return x < -24.0f ? 0 : __half_as_ushort(__float2half_rz(__uint_as_float((uint32_t)((int)x + 127) << 23)));
-    return __half_as_ushort(__float2half_rz(__double2float_rz(exp2((double)x))));
+    // the list of exp2_f16_slow.h, by binary search (few registers: the
+    // sm100 softmax threads have 128); every h the bracket can leave
+    // undecided is there, under the assumption above
+    int lo = 0, hi = MXFA_E16_SLOW_COUNT - 1;
+#pragma unroll 1
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if ((mxfa_e16_slow[mid] >> 16) < h)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    const uint32_t e = mxfa_e16_slow[lo];
+    return e >> 16 == h ? (uint16_t)e : fallback;
 }
 
-__device__ __forceinline__ uint32_t exp2_f16x2_exact(uint32_t h)
+// The bracket alone: E of each half where the bracket decides it, and in
+// *undecided a bit per half (1 the low, 2 the high) where it does not
+__device__ __forceinline__ uint32_t exp2_f16x2_bracket(uint32_t h, uint32_t *undecided)
 {
     float x0, x1, y0, y1;
     asm("{.reg .f16 l, u;\n\tmov.b32 {l, u}, %2;\n\tcvt.f32.f16 %0, l;\n\tcvt.f32.f16 %1, u;}"
@@ -132,14 +148,27 @@ __device__ __forceinline__ uint32_t exp2_f16x2_exact(uint32_t h)
     uint32_t lo, hi;
     asm("cvt.rz.f16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(__fmul_rn(y1, DOWN)), "f"(__fmul_rn(y0, DOWN)));
     asm("cvt.rz.f16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(__fmul_rn(y1, UP)), "f"(__fmul_rn(y0, UP)));
-    // (h = -2^-24 always takes the slow path: its 2^h is 2^-24.5 below 1,
-    // and the bracket holds 1)
-    uint32_t e = lo;
-    if ((lo ^ hi) & 0xFFFFu)
-        e = (e & 0xFFFF0000u) | exp2_f16_slow((uint16_t)h);
-    if ((lo ^ hi) >> 16)
-        e = (e & 0xFFFFu) | (uint32_t)exp2_f16_slow((uint16_t)(h >> 16)) << 16;
+    // (h = -2^-24 always goes undecided: its 2^h is 2^-24.5 below 1, and
+    // the bracket holds 1)
+    *undecided = ((lo ^ hi) & 0xFFFFu ? 1u : 0u) | ((lo ^ hi) >> 16 ? 2u : 0u);
+    return lo;
+}
+
+// e with the halves the bracket left undecided made by the slow path
+__device__ __forceinline__ uint32_t exp2_f16x2_settle(uint32_t h, uint32_t e, uint32_t undecided)
+{
+    if (undecided & 1u)
+        e = (e & 0xFFFF0000u) | exp2_f16_slow((uint16_t)h, (uint16_t)e);
+    if (undecided & 2u)
+        e = (e & 0xFFFFu) | (uint32_t)exp2_f16_slow((uint16_t)(h >> 16), (uint16_t)(e >> 16)) << 16;
     return e;
+}
+
+__device__ __forceinline__ uint32_t exp2_f16x2_exact(uint32_t h)
+{
+    uint32_t undecided;
+    const uint32_t e = exp2_f16x2_bracket(h, &undecided);
+    return exp2_f16x2_settle(h, e, undecided);
 }
 
 __device__ __forceinline__ uint32_t p_from_exponent2_exact(uint32_t h)
