@@ -66,8 +66,7 @@ __device__ __forceinline__ float mx_exp2(float x)
 // pair rounded to f16 and capped at 0, NaN kept. CAP_F16: the cap after
 // the rounding, one instruction for the two, else before it on each fp32
 // value; the two give the same bits (the rounding is monotonic and keeps
-// 0), and which is faster depends on the kernel's schedule (the sm90-bf16
-// forward at D = 256 runs 5% slower with the cap in f16: run 66).
+// 0). (exp2_capped_sm90 below needs neither on Hopper.)
 template <bool CAP_F16 = true>
 __device__ __forceinline__ uint32_t p_exponent2(float s0, float s1, float c, float b0, float b1)
 {
@@ -96,6 +95,20 @@ __device__ __forceinline__ uint32_t exp2_f16x2_sm90(uint32_t h)
 {
     uint32_t e;
     asm("ex2.approx.f16x2 %0, %1;" : "=r"(e) : "r"(h));
+    return e;
+}
+
+// E(min(RN_f16(fma(s, c, b)), 0)) for two scores on Hopper, given nc = -c
+// and nb = -b: fma(s, nc, nb) is -fma(s, c, b) exactly (one rounding, and
+// rounding to nearest is odd), cvt.rn.relu makes RN_f16 of it with its
+// negative values (and -0) raised to +0 and any NaN kept, and ex2 of its
+// negation is E of h: the bits of p_exponent2's cap, without its min.
+__device__ __forceinline__ uint32_t exp2_capped_sm90(float s0, float s1, float nc, float nb0, float nb1)
+{
+    const float v0 = __fmaf_rn(s0, nc, nb0), v1 = __fmaf_rn(s1, nc, nb1);
+    uint32_t d, e;
+    asm("cvt.rn.relu.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(v1), "f"(v0));
+    asm("{\n\t.reg .b32 t;\n\tneg.f16x2 t, %1;\n\tex2.approx.f16x2 %0, t;\n\t}" : "=r"(e) : "r"(d));
     return e;
 }
 

@@ -280,7 +280,10 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(CONSUMER_REGS));
 
-    const int wg = warp / 4 - 1, w = warp % 4, lane = (int)threadIdx.x % 32;
+    // (the warpgroup through a shuffle, which the compiler knows to be the
+    // same in every lane: the descriptors made from it stay in uniform
+    // registers)
+    const int wg = __shfl_sync(0xFFFFFFFFu, warp / 4 - 1, 0), w = warp % 4, lane = (int)threadIdx.x % 32;
     const int row0 = qt.r0 + wg * 64 + w * 16 + lane / 4; // this thread's rows: row0, row0 + 8
     const int lim[2] = {qt.limit(row0), qt.limit(row0 + 8)};
     rows2 r = {{NEG_INF, NEG_INF}, {{0.0f, 0.0f}, {0.0f, 0.0f}}};
@@ -317,7 +320,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
             mask_scores<BN>(s, vis);
         }
-        return softmax_tile<BN, P_DYNAMIC, D != 256>(s, r, p.c, pset);
+        return softmax_tile<BN, P_DYNAMIC>(s, r, p.c, pset);
     };
     // O += P(j) V(j) from P set pset, waited for, V's stage released
     auto pv = [&](int j, const uint32_t(&pset)[BN / 16][4]) {

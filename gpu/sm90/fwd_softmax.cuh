@@ -8,7 +8,8 @@
 //   m_new = max(m, fl(max S * c)) (a NaN score: NaN, which does not grow m);
 //   when m grows, alpha = exp2(m - m_new) scales O and the row sums;
 //   P = 256 E(RN_f16(min(fma(S, c, fl(2^-11 - m)), 0))) for the keys the row
-//   sees, else 0, two keys in one ex2.approx.f16x2 (E: exp2.cuh);
+//   sees, else 0, two keys in one ex2.approx.f16x2, the cap folded into
+//   the conversion to f16 (exp2_capped_sm90; E: exp2.cuh);
 //   the row sum kept as eight partials by key mod 8, each in key order:
 //   this thread's keys are those of partials 2t and 2t + 1, so it keeps
 //   those two a row, and the end combines the quad's in the contract's tree;
@@ -106,16 +107,15 @@ template <int BN> __device__ __forceinline__ void mask_scores(float (&s)[BN / 2]
 // masked by mask_scores where some row does not see the tile whole),
 // overwritten; c: fl(scale * log2 e). pa: the bf16 A fragments of P, one a
 // k16 step. P_DYNAMIC: P in row blocks of 32 keys under the rceil rule,
-// else one scale 2^-8. CAP_F16: where P's exponent is capped (exp2.cuh's
-// p_exponent2; the same bits either way).
-template <int BN, bool P_DYNAMIC, bool CAP_F16>
+// else one scale 2^-8.
+template <int BN, bool P_DYNAMIC>
 __device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, float c, uint32_t (&pa)[BN / 16][4])
 {
     // the maximum, in any order (max is exact; any NaN makes it NaN): a
     // tree, whose depth is log2 of a row's BN / 4 scores, not their count
     float mx[2] = {row_max<BN, 0, BN / 8>(s, 0), row_max<BN, 0, BN / 8>(s, 1)};
     max_step st;
-    float b[2];
+    float nb[2]; // -b: exp2_capped_sm90's offset
     bool m_was_inf[2];
 #pragma unroll
     for (int hh = 0; hh < 2; hh++) {
@@ -129,7 +129,7 @@ __device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, f
             r.m[hh] = m_new;
         // nothing seen yet (m -Inf): P is 0 wherever the score is -Inf, and a
         // NaN score stays NaN
-        b[hh] = r.m[hh] == NEG_INF ? NEG_INF : __fsub_rn(0x1p-11f, r.m[hh]);
+        nb[hh] = r.m[hh] == NEG_INF ? -NEG_INF : -__fsub_rn(0x1p-11f, r.m[hh]);
 #pragma unroll
         for (int e = 0; e < 2; e++)
             r.part[hh][e] = st.grows[hh] ? __fmul_rn(r.part[hh][e], st.alpha[hh]) : r.part[hh][e];
@@ -148,7 +148,7 @@ __device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, f
 #pragma unroll
             for (int hh = 0; hh < 2; hh++) {
                 float &x0 = s[4 * j + 2 * hh], &x1 = s[4 * j + 2 * hh + 1];
-                ph[j - 4 * kb][hh] = p_from_exponent2_sm90(p_exponent2<CAP_F16>(x0, x1, c, b[hh], b[hh]));
+                ph[j - 4 * kb][hh] = p_times256(exp2_capped_sm90(x0, x1, -c, nb[hh], nb[hh]));
                 f16x2_to_f32(ph[j - 4 * kb][hh], x0, x1);
                 r.part[hh][0] = __fadd_rn(r.part[hh][0], x0);
                 r.part[hh][1] = __fadd_rn(r.part[hh][1], x1);
