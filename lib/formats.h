@@ -134,4 +134,17 @@ uint16_t mxfa_f32_bits_to_bf16(uint32_t bits);
 uint16_t mxfa_f32_bits_to_f16(uint32_t bits);
 uint32_t mxfa_f16_to_f32_bits(uint16_t h); /* exact */
 
+/* x >= 0 (or NaN), below 65520, rounded to the nearest f16 value, ties to
+ * even, as an fp32 (what mxfa_f32_bits_to_f16 and back give): c = 2^(e + 13),
+ * e x's exponent but at least -14 (the f16 subnormals' step is 2^-24), has
+ * x's f16 step as its fp32 ulp and x + c < 2c, so x + c rounds x to that
+ * step, ties to even, and subtracting c is exact. */
+static inline float f32_round_f16(float x)
+{
+    uint32_t e = f32_bits(x) & 0x7F800000u;
+    e = e < 0x38800000u ? 0x38800000u : e;
+    const float c = f32_from_bits(e + (13u << 23));
+    return (x + c) - c;
+}
+
 #endif

@@ -374,6 +374,13 @@ static uint8_t *quant(const float *x, int64_t rows, int64_t cols, mxfa_block blo
  * mxfa_transpose, mxfa_gemm, mxfa_f32_to_f16, mxfa_exp2_f16 and mxfa_log2
  * in the order of docs/NUMERICS.md section 6, against mxfa_attn_fwd bit for
  * bit. */
+/* a + b rounded to f16, through the library's conversions (a and b f16
+ * values: their fp32 sum, rounded once more, is the exact sum rounded once) */
+static float f16_sum(float a, float b)
+{
+    return mxfa_f16_to_f32(mxfa_f32_to_f16(a + b));
+}
+
 static void check_rebuild(void)
 {
     enum { S = 128, D = 64 };
@@ -394,7 +401,8 @@ static void check_rebuild(void)
     mxfa_tensor st = mxfa_tensor_2d(sc, MXFA_F32, S, S), ot = mxfa_tensor_2d(ov, MXFA_F32, S, D);
     good &= mxfa_gemm(ctx, &qm, &km, NULL, MXFA_MODEL_SM100, &st) == MXFA_OK; /* S = Q K^T from +0 */
     /* P and its row sum, a row at a time: P = 256 E(RN_f16(min(fma(S, c, b),
-     * 0))), b = 2^-11 - m; key j into partial j mod 8, in key order */
+     * 0))), b = 2^-11 - m; partial k takes, block of 32 keys by block, the f16
+     * sum (P0 + P1) + (P2 + P3) of the block's keys k, k + 8, k + 16, k + 24 */
     const float c = mxfa_attn_softmax_scale(&ap, D) * f32_of(0x3FB8AA3Bu); /* fl(scale fl(log2 e)) */
     uint8_t *pd = malloc(S * S), *ps = malloc(S * (S / 32));
     memset(ps, 0x77, S * (S / 32)); /* const P: the scale 2^-8 */
@@ -404,13 +412,17 @@ static void check_rebuild(void)
         for (int j = 0; j < S; j++)
             m[i] = fmaxf(m[i], sc[i * S + j] * c);
         const float b = 0x1p-11f - m[i];
-        float part[8] = {0};
+        float part[8] = {0}, pr[S];
         for (int j = 0; j < S; j++) {
             float w = fmaf(sc[i * S + j], c, b);
-            float pj = 256.0f * mxfa_f16_to_f32(mxfa_exp2_f16(mxfa_f32_to_f16(w > 0.0f ? 0.0f : w)));
-            part[j % 8] += pj;
-            pd[i * S + j] = mxfa_f32_to_e4m3(pj, MXFA_SATFINITE);
+            pr[j] = 256.0f * mxfa_f16_to_f32(mxfa_exp2_f16(mxfa_f32_to_f16(w > 0.0f ? 0.0f : w)));
+            pd[i * S + j] = mxfa_f32_to_e4m3(pr[j], MXFA_SATFINITE);
         }
+        for (int b0 = 0; b0 < S; b0 += 32)
+            for (int k = 0; k < 8; k++) {
+                const float *x = &pr[b0 + k];
+                part[k] += f16_sum(f16_sum(x[0], x[8]), f16_sum(x[16], x[24]));
+            }
         l[i] = (((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]))) * 0x1p-8f;
     }
     mxfa_mx pm = {mxfa_tensor_2d(pd, MXFA_E4M3, S, S), mxfa_tensor_2d(ps, MXFA_E8M0, S, S / 32), MXFA_BLOCK_ROW,
@@ -422,7 +434,7 @@ static void check_rebuild(void)
         for (int e = 0; e < D && match; e++)
             match = bits_of(ov[i * D + e] / l[i]) == bits_of(o[i * D + e]);
     }
-    ok(match, "O and LSE rebuilt from public primitives (the f16 exponential, the eight partial sums, const P, "
+    ok(match, "O and LSE rebuilt from public primitives (the f16 exponential, the eight partial sums of f16 block sums, const P, "
               "the products under sm100) equal mxfa_attn_fwd bit for bit");
     free(q), free(k), free(v), free(o), free(lse), free(mq), free(mk), free(mv), free(mvt), free(sc), free(ov);
     free(pd), free(ps);

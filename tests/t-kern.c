@@ -10,8 +10,9 @@
  * neighbours and its fp32 neighbours, every input halfway between integers
  * with its neighbours, the bounds of the range, signed zeros, subnormals,
  * infinities and NaNs, and a strided sweep over every fp32 input (every
- * one with MXFA_CHECK_EXPENSIVE=1). Linked statically: the kernel tables are not
- * part of the library's interface.
+ * one with MXFA_CHECK_EXPENSIVE=1); and the rounding of the row sum's f16
+ * block sums. Linked statically: the kernel tables are not part of the
+ * library's interface.
  */
 #include <math.h>
 
@@ -132,8 +133,29 @@ static void check_decode(const cpu_kernels *k)
     ok(bad == 0, "%s: the E4M3 decoder gives the table's value, fields and NaN flag for every code and length", k->name);
 }
 
+/* f32_round_f16, the row sum's rounding of f16 sums (cpu/ref/attn_fwd.c),
+ * against mxfa_f32_to_f16 and back: every f16 value in [0, 2048] (the block
+ * sums stay below 1024), the ties halfway to the next, and the fp32
+ * neighbours of both; then NaN. */
+static void check_round_f16(void)
+{
+    long bad = 0, n = 0;
+    for (uint16_t h = 0; h <= 0x6800; h++) { /* 0 .. 2048 */
+        const float v = mxfa_f16_to_f32(h), tie = (v + mxfa_f16_to_f32((uint16_t)(h + 1))) / 2;
+        const float xs[6] = {v, nextafterf(v, 4096.0f), tie, nextafterf(tie, 0.0f), nextafterf(tie, 4096.0f),
+                             h ? nextafterf(v, 0.0f) : 0.0f};
+        for (int i = 0; i < 6; i++, n++) {
+            const float want = mxfa_f16_to_f32(mxfa_f32_to_f16(xs[i]));
+            if (bits_of(f32_round_f16(xs[i])) != bits_of(want) && bad++ < 5)
+                diag("f32_round_f16(%a) = %a, not %a", (double)xs[i], (double)f32_round_f16(xs[i]), (double)want);
+        }
+    }
+    ok(bad == 0 && isnan(f32_round_f16(NAN)), "f32_round_f16 rounds to nearest even f16 on %ld inputs in [0, 2048], NaN to NaN", n);
+}
+
 int main(void)
 {
+    check_round_f16();
     const char *isas[] = {"scalar", "avx2", "avx512"};
     for (int i = 0; i < 3; i++) {
         char why[200];

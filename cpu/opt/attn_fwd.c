@@ -211,9 +211,8 @@ static int run_tile(const fwd_job *job, const kv_side *kv, const mxfa_view *qs, 
             }
             float *pf = (float *)w->pbits;
             kern->softmax_p(&w->s[r * ldsx], (int)nvis, (int)bn, job->c, 0x1p-11f - w->m[r], ptab, pf);
-            for (int64_t j = 0; j < bn; j += MXFA_ROW_PARTIALS) /* key j into partial j mod 8 */
-                for (int k = 0; k < MXFA_ROW_PARTIALS; k++)
-                    l[k] += pf[j + k];
+            for (int64_t b0 = 0; b0 < bn; b0 += 32) /* the reference's own step */
+                mxfa_ref_row_sum_block(l, &pf[b0]);
             for (int64_t b0 = 0; b0 < bn; b0 += 32) {
                 mxfa_block_rule rule = {0x7F, 0, FP8_ROUND_NEAREST_EVEN};
                 if (p->p_scale == MXFA_P_DYNAMIC)

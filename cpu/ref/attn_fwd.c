@@ -60,20 +60,36 @@ typedef struct tile_scratch {
 
 /*
  * The row sum l of the forward pass (docs/NUMERICS.md section 6) is kept as
- * MXFA_ROW_PARTIALS partial sums, all from +0: key j of the sequence goes
- * into partial j mod 8 (key tiles start at multiples of 32 keys, so that is
- * also its index mod 8 in the tile), each partial adding P itself in
- * increasing key order, and a growing max scales every partial by alpha
- * before the tile's P are added. This is the shape of the fast kernels: on
- * a Hopper wgmma accumulator a thread holds keys 8j + 2t and 8j + 2t + 1 of
- * its rows (partials 2t and 2t + 1, combined with two quad shuffles in the
- * tree below), a CPU vector of 8 lanes holds all eight, and on Blackwell a
- * thread owns a row.
+ * MXFA_ROW_PARTIALS partial sums, all from +0: key j of the sequence is in
+ * class j mod 8 (key tiles start at multiples of 32 keys, so that is also its
+ * index mod 8 in the tile). A block of 32 keys adds to partial k the sum of
+ * its four P of class k, keys k, k + 8, k + 16 and k + 24 of the block, taken
+ * in f16: (P0 + P1) + (P2 + P3), each sum rounded to nearest f16 (P, 256 E,
+ * is an f16 value); the blocks go in increasing key order, and a growing max
+ * scales every partial by alpha before the tile's P are added. This is the
+ * shape of the fast kernels: on a Hopper wgmma accumulator a thread holds
+ * keys 8j + 2t and 8j + 2t + 1 of its rows as one f16 pair (classes 2t and
+ * 2t + 1, so a block's sums are three f16x2 additions and one widening, and
+ * the quad's partials combine with two shuffles in the tree below), a CPU
+ * vector of 8 lanes holds all eight classes, and on Blackwell a thread owns
+ * a row. The f16 sums (at most 1024, and rounded once where fp32 would add
+ * P one by one) halve the kernels' work on the sum; docs/NUMERICS.md gives
+ * the accuracy.
  *
  * At the end of the row: l = ((L0 + L1) + (L2 + L3)) + ((L4 + L5) + (L6 + L7)),
  * each sum rounded, times 2^-8 (P is 2^8 times the softmax weight, and the
  * products of O see P / 256).
  */
+void mxfa_ref_row_sum_block(float *L, const float *p)
+{
+    for (int k = 0; k < MXFA_ROW_PARTIALS; k++) {
+        /* (an fp32 sum of two f16 values rounded to f16 is their exact sum
+         * rounded once: 24 >= 2 * 11 + 2 bits) */
+        const float lo = f32_round_f16(p[k] + p[k + 8]), hi = f32_round_f16(p[k + 16] + p[k + 24]);
+        L[k] += f32_round_f16(lo + hi);
+    }
+}
+
 float mxfa_ref_row_sum(const float *L)
 {
     return (((L[0] + L[1]) + (L[2] + L[3])) + ((L[4] + L[5]) + (L[6] + L[7]))) * 0.00390625f;
@@ -114,13 +130,16 @@ static void row_tile(const head_job *job, int64_t i, int64_t c0, int64_t bn, int
     /* P = 256 E(RN_f16(min(fma(S, c, b), 0))), b = 2^-11 - m, in [0, 256]
      * (E the f16 exponential; the cap keeps h <= 0 where the roundings of m
      * and b would take the exact sum above it); 0 for keys not visible. The
-     * 2^-11 offsets, on average, the rounding toward zero of E. Each P into
-     * its partial sum. */
+     * 2^-11 offsets, on average, the rounding toward zero of E. Then the
+     * row sum, a block of 32 keys at a time. */
     const float b = 0x1p-11f - rs->m;
-    for (int64_t j = 0; j < bn; j++) {
-        float pj = j < nvis ? 256.0f * mxfa_ref_softmax_e(t->s[j], job->c, b) : 0.0f;
-        t->p[j] = f32_bits(pj);
-        rs->l[(c0 + j) % MXFA_ROW_PARTIALS] += pj;
+    for (int64_t j = 0; j < bn; j++)
+        t->p[j] = f32_bits(j < nvis ? 256.0f * mxfa_ref_softmax_e(t->s[j], job->c, b) : 0.0f);
+    for (int64_t b0 = 0; b0 < bn; b0 += 32) {
+        float pb[32];
+        for (int j = 0; j < 32; j++)
+            pb[j] = f32_from_bits(t->p[b0 + j]);
+        mxfa_ref_row_sum_block(rs->l, pb);
     }
     /* P to E4M3: const, one scale 2^-8 (P itself is stored); dynamic, the
      * rceil rule per 32 keys. The MMA sees P/256 either way: the -8 is in the

@@ -75,9 +75,11 @@ mxfa_status mxfa_ref_gemm(mxfa_ctx *ctx, mxfa_model model, const mxfa_view *a, c
 mxfa_status mxfa_ref_mma_chain(mxfa_ctx *ctx, mxfa_instr instr, const mxfa_view *a, const mxfa_view *b,
                                const mxfa_view *c, const mxfa_view *d);
 
-/* The forward pass's row sum l from its partial sums (cpu/ref/attn_fwd.c
- * defines both). */
+/* The forward pass's row sum: its partial sums' step for a block of 32 keys
+ * (P, 256 E, of keys b0 .. b0 + 31), and l from the partials (cpu/ref/attn_fwd.c
+ * defines them). */
 #define MXFA_ROW_PARTIALS 8
+void mxfa_ref_row_sum_block(float *L, const float *p);
 float mxfa_ref_row_sum(const float *L);
 
 /* The softmax's weight E(RN_f16(min(fma(s, c, b), 0))) (cpu/ref/exp2.c) */

@@ -196,6 +196,32 @@ __device__ __forceinline__ void f16x2_to_f32(uint32_t v, float &lo, float &hi)
         : "=f"(lo), "=f"(hi) : "r"(v));
 }
 
+// The forward's row sum (cpu/ref/attn_fwd.c, mxfa_ref_row_sum_block): a
+// block of 32 keys adds to partial k the f16 sum (P0 + P1) + (P2 + P3) of
+// its keys k, k + 8, k + 16, k + 24. On a wgmma fragment a thread's f16 pair
+// of keys 8j + 2t, 8j + 2t + 1 holds classes 2t and 2t + 1, so the four
+// pairs j = 4 kb .. 4 kb + 3 of a block give both classes' sums in three
+// additions (RN_f16 of the exact sum each, as the reference rounds them).
+__device__ __forceinline__ uint32_t block_sum_f16x2(uint32_t p0, uint32_t p1, uint32_t p2, uint32_t p3)
+{
+    uint32_t a, b, s;
+    asm("add.rn.f16x2 %0, %1, %2;" : "=r"(a) : "r"(p0), "r"(p1));
+    asm("add.rn.f16x2 %0, %1, %2;" : "=r"(b) : "r"(p2), "r"(p3));
+    asm("add.rn.f16x2 %0, %1, %2;" : "=r"(s) : "r"(a), "r"(b));
+    return s;
+}
+
+// x rounded to the nearest f16, as an fp32 (the same for the sum of two f16
+// values in fp32, which is exact or rounded where f16 keeps nothing)
+__device__ __forceinline__ float round_f16(float x)
+{
+    uint16_t h;
+    float y;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(y) : "h"(h));
+    return y;
+}
+
 // The backward's P of two scores in fp32, in place: Hopper's instruction,
 // and the portable exact form
 __device__ __forceinline__ void bwd_p2_sm90(float &x0, float &x1, float c, float b0, float b1)

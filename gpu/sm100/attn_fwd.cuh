@@ -202,8 +202,9 @@ __device__ __forceinline__ float p_offset(float m, float m_new)
 
 // P = 256 E(RN_f16(min(fma(S, c, b), 0))) in [0, 256] for the keys the row
 // sees, 0 for the others (E by the portable exact form of exp2.cuh: whether
-// Blackwell's ex2.approx.f16 is E is not known), added into the row sum's partials (key 32 kb + i into
-// partial i % 8, in key order), and its E4M3 codes, four a word. Const P:
+// Blackwell's ex2.approx.f16 is E is not known), added into the row sum's partials (partial k takes
+// the block's f16 sum (P_k + P_k+8) + (P_k+16 + P_k+24), as mxfa_ref_row_sum_block), and its E4M3
+// codes, four a word. Const P:
 // the codes of P itself, its 2^-8 in the scale byte 0x77. Dynamic P: each
 // block of 32 keys by the rceil rule, whose byte goes into byte kb of
 // *pword (V's scale bytes carry the 2^-8: see pack_v). P >= 0, Inf or NaN,
@@ -226,9 +227,15 @@ __device__ __forceinline__ void make_p(Block block, int64_t valid, float c, floa
             f16x2_to_f32(p_from_exponent2_exact(p_exponent2(__uint_as_float(w[i]), __uint_as_float(w[i + 1]), c, b, b)),
                          xs[i], xs[i + 1]);
 #pragma unroll
-        for (int i = 0; i < 32; i++) {
+        for (int i = 0; i < 32; i++)
             xs[i] = 32 * kb + i < valid ? xs[i] : 0.0f;
-            lsum[i % PARTIALS] = __fadd_rn(lsum[i % PARTIALS], xs[i]);
+#pragma unroll
+        for (int k = 0; k < PARTIALS; k++) {
+            const float lo = round_f16(__fadd_rn(xs[k], xs[k + 8])), hi = round_f16(__fadd_rn(xs[k + 16], xs[k + 24]));
+            lsum[k] = __fadd_rn(lsum[k], round_f16(__fadd_rn(lo, hi)));
+        }
+#pragma unroll
+        for (int i = 0; i < 32; i++) {
             const uint32_t a = __float_as_uint(xs[i]) & 0x7FFFFFFFu;
             has_nan |= a > 0x7F800000u, has_inf |= a == 0x7F800000u;
             amax = a <= 0x7F800000u && a > amax ? a : amax;

@@ -23,9 +23,10 @@
 // block by block (one wgmma k32 into a zero accumulator, then the exact
 // promotion: a bare fma where the tiles' scale ranges allow it), the
 // online softmax with the contract's f16 exponential, the row sums as the
-// reference's eight partials (a thread holds keys 8j + 2t and 8j + 2t + 1
-// of its two rows, so it keeps partials 2t and 2t + 1 of each, in shared
-// memory between tiles, and the quad combines them at the end), P quantized in
+// reference's eight partials of f16 block sums (a thread holds keys 8j + 2t
+// and 8j + 2t + 1 of its two rows, so it keeps partials 2t and 2t + 1 of
+// each, in shared memory between tiles, and the quad combines them at the
+// end), P quantized in
 // registers, and O += P V block by block (wgmma k32 with P from registers,
 // then the promotion; V's float scales carry P's 2^-8, so that const P's
 // promotion is one fma). Products go through two partials, one promoted
@@ -429,23 +430,40 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
 #pragma unroll
         for (int hh = 0; hh < 2; hh++)
             b[hh] = vis[hh] ? __fsub_rn(0x1p-11f, m[hh]) : NEG_INF;
-#pragma unroll
-        for (int i = 0; i < 64; i += 2)
-            f16x2_to_f32(p_from_exponent2_sm90(p_exponent2(x[i], x[i + 1], c, b[(i / 2) % 2], b[(i / 2) % 2])), x[i], x[i + 1]);
-
-        // the row sums: each partial scaled by alpha (1 where the max did
-        // not grow: L * 1 is L), then the tile's P added, key 8q + 2t + e of
-        // row hh into partial 2 hh + e, in key order
+        // The row sums: each partial scaled by alpha (1 where the max did
+        // not grow: L * 1 is L), then, a block of 32 keys at a time, the f16
+        // sums of the block's P (block_sum_f16x2): keys 8q + 2t + e of row hh
+        // (the pair at x[4q + 2hh]) go into partial 2 hh + e.
+        float part[2][2];
 #pragma unroll
         for (int hh = 0; hh < 2; hh++)
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                float part = __fmul_rn(sh.lsum[wi][2 * hh + e][tid], alpha[hh]);
+            for (int e = 0; e < 2; e++)
+                part[hh][e] = __fmul_rn(sh.lsum[wi][2 * hh + e][tid], alpha[hh]);
 #pragma unroll
-                for (int q = 0; q < BN / 8; q++)
-                    part = __fadd_rn(part, x[4 * q + 2 * hh + e]);
-                sh.lsum[wi][2 * hh + e][tid] = part;
+        for (int kb = 0; kb < BN / 32; kb++) {
+            uint32_t ph[4][2];
+#pragma unroll
+            for (int q = 4 * kb; q < 4 * kb + 4; q++)
+#pragma unroll
+                for (int hh = 0; hh < 2; hh++) {
+                    float &x0 = x[4 * q + 2 * hh], &x1 = x[4 * q + 2 * hh + 1];
+                    ph[q - 4 * kb][hh] = p_from_exponent2_sm90(p_exponent2(x0, x1, c, b[hh], b[hh]));
+                    f16x2_to_f32(ph[q - 4 * kb][hh], x0, x1);
+                }
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                float y0, y1;
+                f16x2_to_f32(block_sum_f16x2(ph[0][hh], ph[1][hh], ph[2][hh], ph[3][hh]), y0, y1);
+                part[hh][0] = __fadd_rn(part[hh][0], y0);
+                part[hh][1] = __fadd_rn(part[hh][1], y1);
             }
+        }
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+            for (int e = 0; e < 2; e++)
+                sh.lsum[wi][2 * hh + e][tid] = part[hh][e];
 
         // P to E4M3 (const: scale 2^0, the -8 at the promotion; dynamic: the
         // rceil rule per row and 32 keys), as the A fragments of the four

@@ -10,9 +10,10 @@
 //   P = 256 E(RN_f16(min(fma(S, c, fl(2^-11 - m)), 0))) for the keys the row
 //   sees, else 0, two keys in one ex2.approx.f16x2, the cap folded into
 //   the conversion to f16 (exp2_capped_sm90; E: exp2.cuh);
-//   the row sum kept as eight partials by key mod 8, each in key order:
-//   this thread's keys are those of partials 2t and 2t + 1, so it keeps
-//   those two a row, and the end combines the quad's in the contract's tree;
+//   the row sum kept as eight partials by key mod 8, each adding a block of
+//   32 keys' f16 sum of its class (block_sum_f16x2): this thread's keys are
+//   those of partials 2t and 2t + 1, so it keeps those two a row, and the
+//   end combines the quad's in the contract's tree;
 //   P to E4M3 (const: one scale 2^-8, from the f16 pair; dynamic: rceil a
 //   block of 32 keys)
 //   and widened to bf16 (P / 256 exactly, or the code times its scale
@@ -138,8 +139,8 @@ __device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, f
     // a block of 32 keys (four j, two rows) at a time, so that a block's
     // scores turn into its P fragments before the next block's exponentials:
     // P as f16 pairs (keys 8j + 2t and 8j + 2t + 1 of row hh in ph[j][hh]),
-    // each partial in key order (j ascending), then P to E4M3 and back. s
-    // keeps P in fp32 for dynamic P's scales.
+    // the block's sums into the partials, then P to E4M3 and back. s keeps
+    // P in fp32 for dynamic P's scales.
 #pragma unroll
     for (int kb = 0; kb < BN / 32; kb++) {
         uint32_t ph[4][2];
@@ -149,10 +150,16 @@ __device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, f
             for (int hh = 0; hh < 2; hh++) {
                 float &x0 = s[4 * j + 2 * hh], &x1 = s[4 * j + 2 * hh + 1];
                 ph[j - 4 * kb][hh] = p_times256(exp2_capped_sm90(x0, x1, -c, nb[hh], nb[hh]));
-                f16x2_to_f32(ph[j - 4 * kb][hh], x0, x1);
-                r.part[hh][0] = __fadd_rn(r.part[hh][0], x0);
-                r.part[hh][1] = __fadd_rn(r.part[hh][1], x1);
+                if constexpr (P_DYNAMIC)
+                    f16x2_to_f32(ph[j - 4 * kb][hh], x0, x1);
             }
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            float y0, y1;
+            f16x2_to_f32(block_sum_f16x2(ph[0][hh], ph[1][hh], ph[2][hh], ph[3][hh]), y0, y1);
+            r.part[hh][0] = __fadd_rn(r.part[hh][0], y0);
+            r.part[hh][1] = __fadd_rn(r.part[hh][1], y1);
+        }
         uint32_t scale[2] = {0x7Fu, 0x7Fu};
         float rcp[2] = {1.0f, 1.0f};
         if constexpr (P_DYNAMIC) {
