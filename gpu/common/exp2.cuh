@@ -59,24 +59,20 @@ __device__ __forceinline__ float mx_exp2(float x)
 //   f16 (E(-2^-24) = 1);
 //   forward: b = fl(2^-11 - m) and P = 256 E(h); backward: b = fl(2^-11 -
 //   fl(LSE log2 e)) and P = E(h).
-// p_exponent2 makes h; exp2_f16x2_sm90 and exp2_f16x2_exact make E, and
-// p_times256 the forward's P, exact in f16 (E <= 1, times a power of two).
+// On Hopper exp2_capped_sm90 makes E(h) from the scores; elsewhere
+// p_exponent2 makes h and exp2_f16x2_exact E. p_times256 makes the
+// forward's P, exact in f16 (E <= 1, times a power of two).
 
 // h for two scores, each with its offset: the fmas (rounded once), the
-// pair rounded to f16 and capped at 0, NaN kept. CAP_F16: the cap after
-// the rounding, one instruction for the two, else before it on each fp32
-// value; the two give the same bits (the rounding is monotonic and keeps
-// 0). (exp2_capped_sm90 below needs neither on Hopper.)
-template <bool CAP_F16 = true>
+// pair rounded to f16, then capped at 0 (one instruction for the two; the
+// rounding is monotonic and keeps 0, so capping before it gives the same
+// bits), NaN kept.
 __device__ __forceinline__ uint32_t p_exponent2(float s0, float s1, float c, float b0, float b1)
 {
-    float w0 = __fmaf_rn(s0, c, b0), w1 = __fmaf_rn(s1, c, b1);
-    if constexpr (!CAP_F16)
-        w0 = fmin_nan(w0, 0.0f), w1 = fmin_nan(w1, 0.0f);
+    const float w0 = __fmaf_rn(s0, c, b0), w1 = __fmaf_rn(s1, c, b1);
     uint32_t h;
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h) : "f"(w1), "f"(w0));
-    if constexpr (CAP_F16)
-        asm("min.NaN.f16x2 %0, %1, %2;" : "=r"(h) : "r"(h), "r"(0u));
+    asm("min.NaN.f16x2 %0, %1, %2;" : "=r"(h) : "r"(h), "r"(0u));
     return h;
 }
 
@@ -88,21 +84,15 @@ __device__ __forceinline__ uint32_t p_times256(uint32_t e)
     return p;
 }
 
-// Hopper: ex2.approx.f16x2 computes E itself, on every input (the H200's,
-// checked on all 65536 by tests/t-ex2-gpu.sh; tests/t-cuda checks the
-// kernels' P against the cpu backend): one instruction for two scores.
-__device__ __forceinline__ uint32_t exp2_f16x2_sm90(uint32_t h)
-{
-    uint32_t e;
-    asm("ex2.approx.f16x2 %0, %1;" : "=r"(e) : "r"(h));
-    return e;
-}
-
 // E(min(RN_f16(fma(s, c, b)), 0)) for two scores on Hopper, given nc = -c
-// and nb = -b: fma(s, nc, nb) is -fma(s, c, b) exactly (one rounding, and
-// rounding to nearest is odd), cvt.rn.relu makes RN_f16 of it with its
-// negative values (and -0) raised to +0 and any NaN kept, and ex2 of its
-// negation is E of h: the bits of p_exponent2's cap, without its min.
+// and nb = -b. ex2.approx.f16x2 computes E itself, on every input (the
+// H200's, checked on all 65536 by tests/t-ex2-gpu.sh; tests/t-cuda checks
+// the kernels' P against the cpu backend). The cap: fma(s, nc, nb) is
+// -fma(s, c, b) exactly (one rounding, and rounding to nearest is odd),
+// cvt.rn.relu makes RN_f16 of it with its negative values (and -0) raised
+// to +0 and any NaN kept, and ex2 of its negation is E of the capped h.
+// ptxas folds the negation into MUFU.EX2's operand, so the cap costs no
+// instruction (run 68).
 __device__ __forceinline__ uint32_t exp2_capped_sm90(float s0, float s1, float nc, float nb0, float nb1)
 {
     const float v0 = __fmaf_rn(s0, nc, nb0), v1 = __fmaf_rn(s1, nc, nb1);
@@ -110,11 +100,6 @@ __device__ __forceinline__ uint32_t exp2_capped_sm90(float s0, float s1, float n
     asm("cvt.rn.relu.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(v1), "f"(v0));
     asm("{\n\t.reg .b32 t;\n\tneg.f16x2 t, %1;\n\tex2.approx.f16x2 %0, t;\n\t}" : "=r"(e) : "r"(d));
     return e;
-}
-
-__device__ __forceinline__ uint32_t p_from_exponent2_sm90(uint32_t h)
-{
-    return p_times256(exp2_f16x2_sm90(h));
 }
 
 // E on any GPU (the sm100 kernels: whether Blackwell's ex2.approx.f16
@@ -226,7 +211,8 @@ __device__ __forceinline__ float round_f16(float x)
 // and the portable exact form
 __device__ __forceinline__ void bwd_p2_sm90(float &x0, float &x1, float c, float b0, float b1)
 {
-    f16x2_to_f32(exp2_f16x2_sm90(p_exponent2(x0, x1, c, b0, b1)), x0, x1);
+    // (the negations go into the fma's operands)
+    f16x2_to_f32(exp2_capped_sm90(x0, x1, -c, -b0, -b1), x0, x1);
 }
 
 __device__ __forceinline__ void bwd_p2_exact(float &x0, float &x1, float c, float b0, float b1)

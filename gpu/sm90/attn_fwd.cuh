@@ -448,7 +448,7 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
 #pragma unroll
                 for (int hh = 0; hh < 2; hh++) {
                     float &x0 = x[4 * q + 2 * hh], &x1 = x[4 * q + 2 * hh + 1];
-                    ph[q - 4 * kb][hh] = p_from_exponent2_sm90(p_exponent2(x0, x1, c, b[hh], b[hh]));
+                    ph[q - 4 * kb][hh] = p_times256(exp2_capped_sm90(x0, x1, -c, -b[hh], -b[hh]));
                     f16x2_to_f32(ph[q - 4 * kb][hh], x0, x1);
                 }
 #pragma unroll

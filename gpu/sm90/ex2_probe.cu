@@ -16,9 +16,9 @@
  * largest finite f16 are counted (+Inf or not) and not judged.
  *
  * It also runs the portable exact form of E that the sm100 kernels use
- * (gpu/common/exp2.cuh: ex2.approx.f32 bracketed, a double-precision slow
- * path) on every h <= 0, the contract's domain, where it must give E with
- * its exception on any GPU.
+ * (gpu/common/exp2.cuh: ex2.approx.f32 bracketed, the exponents it cannot
+ * decide looked up in a list) on every h <= 0, the contract's domain, where it
+ * must give E with its exception on any GPU.
  *
  * usage: ex2-probe [--verbose]
  * Exit status: 0 when the GPU computes RZ_f16(2^x) on every input but the
