@@ -35,7 +35,7 @@ namespace {
 // ---- packing (before the kernel) ----
 
 // The sequence that packed row p (of a head) belongs to.
-__device__ __forceinline__ int seq_of(const bwd_seq *seqs, int batch, int64_t p, bool keys)
+__device__ __forceinline__ int seq_of(const seq_info *seqs, int batch, int64_t p, bool keys)
 {
     return last_at_or_below(batch, p, [&](int s) { return keys ? seqs[s].k_off : seqs[s].q_off; });
 }
@@ -47,7 +47,7 @@ __device__ __forceinline__ int seq_of(const bwd_seq *seqs, int batch, int64_t p,
 // blocks along the rows). Zeros for padding; the caller zeroes the atoms.
 // A block of 32 packed rows of a head, a thread per d.
 template <int D>
-__global__ void pack_bwd(const uint8_t *codes, const uint8_t *scales, const bwd_seq *seqs, const int64_t *sdst,
+__global__ void pack_bwd(const uint8_t *codes, const uint8_t *scales, const seq_info *seqs, const int64_t *sdst,
                          int batch, bool keys, bool square, int64_t heads, int64_t rows, uint8_t *out, uint8_t *atoms,
                          uint8_t *out_t, uint8_t *atoms_t)
 {
@@ -85,7 +85,7 @@ __global__ void pack_bwd(const uint8_t *codes, const uint8_t *scales, const bwd_
 
 // Packed LSE and delta = sum over d of dO * O (fp32 in increasing d, as the
 // reference), [H][rows]; padding rows -Inf and 0. A thread per packed row.
-__global__ void pack_rows_bwd(nd3 dout, nd3 o, const float *lse, int64_t ls0, int64_t ls1, const bwd_seq *seqs,
+__global__ void pack_rows_bwd(nd3 dout, nd3 o, const float *lse, int64_t ls0, int64_t ls1, const seq_info *seqs,
                               int batch, int64_t rows, float *lse_p, float *delta_p)
 {
     const int64_t h = blockIdx.y, p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -108,7 +108,7 @@ __global__ void pack_rows_bwd(nd3 dout, nd3 o, const float *lse, int64_t ls0, in
 // dQ = the accumulator times the softmax scale (0 for a sequence without
 // keys), into the caller's tensor. A block a packed row and head, a thread
 // per d.
-__global__ void dq_out(const float *dq, const bwd_seq *seqs, int batch, int64_t rows, float scale, nd3 out)
+__global__ void dq_out(const float *dq, const seq_info *seqs, int batch, int64_t rows, float scale, nd3 out)
 {
     const int64_t p = blockIdx.x, h = blockIdx.y, e = threadIdx.x;
     const int b = seq_of(seqs, batch, p, false);
@@ -122,7 +122,7 @@ __global__ void dq_out(const float *dq, const bwd_seq *seqs, int batch, int64_t 
 // dK and dV of a key/value head: the sum of its query heads', dK each times
 // the softmax scale, added in increasing head order (0 for a sequence
 // without queries). A block a packed row and KV head, a thread per d.
-__global__ void dkdv_out(const float *dk, const float *dv, const bwd_seq *seqs, int batch, int64_t rows, int group,
+__global__ void dkdv_out(const float *dk, const float *dv, const seq_info *seqs, int batch, int64_t rows, int group,
                          float scale, nd3 out_k, nd3 out_v)
 {
     const int64_t p = blockIdx.x, g = blockIdx.y, e = threadIdx.x, d = out_k.n2;
@@ -157,7 +157,7 @@ template <int D, bool P_DYNAMIC> cudaError_t launch_fused(const attn_bwd_args &a
     }
     const int64_t tq = a.q.n0, tk = a.k.n0, hq = a.q.n1, hkv = a.k.n1;
     const int batch = a.batch, group = (int)(hq / hkv);
-    bwd_seq *seqs = static_cast<bwd_seq *>(malloc(sizeof(bwd_seq) * (size_t)batch));
+    seq_info *seqs = static_cast<seq_info *>(malloc(sizeof(seq_info) * (size_t)batch));
     mxfa_segment *segs = static_cast<mxfa_segment *>(malloc(sizeof(mxfa_segment) * (size_t)batch * 2));
     int64_t *sdst = static_cast<int64_t *>(malloc(sizeof(int64_t) * (size_t)batch * 2));
     auto release = [&] { free(seqs), free(segs), free(sdst); };
@@ -166,17 +166,17 @@ template <int D, bool P_DYNAMIC> cudaError_t launch_fused(const attn_bwd_args &a
         return cudaErrorMemoryAllocation;
     }
     mxfa_segment *qsegs = segs, *ksegs = segs + batch;
-    int64_t q_rows = 0, k_rows = 0, qblocks = 0, kblocks = 0;
+    const seq_layout n = layout_seqs(a.cu_q, a.cu_k, batch, BM, BN, BM, seqs);
+    const int64_t q_rows = n.q_rows, k_rows = n.k_rows;
+    // each sequence's first square block of Q (of K: its v_block)
+    int64_t qblocks = 0;
     for (int b = 0; b < batch; b++) {
-        bwd_seq &s = seqs[b];
-        s.q0 = a.cu_q[b], s.k0 = a.cu_k[b];
-        s.lq = (int64_t)a.cu_q[b + 1] - a.cu_q[b], s.lk = (int64_t)a.cu_k[b + 1] - a.cu_k[b];
-        s.q_off = q_rows, s.k_off = k_rows;
-        qsegs[b] = {s.q0, s.lq, qblocks}, ksegs[b] = {s.k0, s.lk, kblocks};
-        sdst[b] = qblocks, sdst[batch + b] = kblocks;
-        q_rows += round_up(s.lq, BM), k_rows += round_up(s.lk, BN);
-        qblocks += (s.lq + 31) / 32, kblocks += (s.lk + 31) / 32;
+        const seq_info &s = seqs[b];
+        qsegs[b] = {s.q0, s.lq, qblocks}, ksegs[b] = {s.k0, s.lk, s.v_block};
+        sdst[b] = qblocks, sdst[batch + b] = s.v_block;
+        qblocks += (s.lq + 31) / 32;
     }
+    const int64_t kblocks = n.v_blocks;
     // the grid, and the tensor-memory accelerator's coordinates (32-bit)
     const int64_t n_work = k_rows / BN * hq;
     if (hq > 65535 || hkv > 65535 || hq * q_rows > INT32_MAX || hkv * k_rows > INT32_MAX || hq * D > INT32_MAX ||
@@ -203,7 +203,7 @@ template <int D, bool P_DYNAMIC> cudaError_t launch_fused(const attn_bwd_args &a
     uint8_t **pbufs[] = {&qp, &op, &qt, &ot, &kp, &vp, &kt, &qa, &oa, &qta, &ota, &ka, &va, &kta};
     float *lse_p, *delta_p, *dq, *dk, *dv;
     int *sem;
-    bwd_seq *dseqs;
+    seq_info *dseqs;
     int64_t *dsdst;
     uint8_t *base = nullptr, *pbase = nullptr, *fbase = nullptr;
     size_t total = 0, packed = 0, atoms_at = 0;
@@ -222,7 +222,7 @@ template <int D, bool P_DYNAMIC> cudaError_t launch_fused(const attn_bwd_args &a
         ftotal += (size_t)round_up((int64_t)fsz[i], 256);
     if ((e = mem.get(&base, total)) != cudaSuccess || (e = mem.get(&pbase, packed)) != cudaSuccess ||
         (e = mem.get(&fbase, ftotal)) != cudaSuccess ||
-        (e = mem.get(&dseqs, sizeof(bwd_seq) * (size_t)batch)) != cudaSuccess ||
+        (e = mem.get(&dseqs, sizeof(seq_info) * (size_t)batch)) != cudaSuccess ||
         (e = mem.get(&dsdst, sizeof(int64_t) * (size_t)batch * 2)) != cudaSuccess) {
         release();
         return e;
@@ -243,7 +243,7 @@ template <int D, bool P_DYNAMIC> cudaError_t launch_fused(const attn_bwd_args &a
         at += (size_t)round_up((int64_t)fsz[i], 256);
     }
     // the atoms' unused rows and blocks, the accumulators and semaphores start at zero
-    if ((e = cudaMemcpyAsync(dseqs, seqs, sizeof(bwd_seq) * (size_t)batch, cudaMemcpyHostToDevice, stream)) !=
+    if ((e = cudaMemcpyAsync(dseqs, seqs, sizeof(seq_info) * (size_t)batch, cudaMemcpyHostToDevice, stream)) !=
             cudaSuccess ||
         (e = cudaMemcpyAsync(dsdst, sdst, sizeof(int64_t) * (size_t)batch * 2, cudaMemcpyHostToDevice, stream)) !=
             cudaSuccess ||
@@ -334,7 +334,7 @@ template <int D, bool P_DYNAMIC> cudaError_t launch_fused(const attn_bwd_args &a
         coop.id = cudaLaunchAttributeCooperative, coop.val.cooperative = 1;
         cfg.attrs = &coop, cfg.numAttrs = 1;
         if ((e = cudaLaunchKernelEx(&cfg, kernel, maps[0], maps[1], maps[2], maps[3], maps[4], maps[5], maps[6], bufs,
-                                    (const bwd_seq *)dseqs, batch, group, hq, n_work, q_rows, k_rows, (bool)a.causal,
+                                    (const seq_info *)dseqs, batch, group, hq, n_work, q_rows, k_rows, (bool)a.causal,
                                     a.c, a.log2e, a.preset)) != cudaSuccess) {
             release();
             return e;

@@ -78,13 +78,6 @@ enum bwd100_barrier : uint32_t { BAR_DQ_STORED = 1 };
 // holds 64 values of P while it makes dS; at 128 registers ptxas spills.
 static_assert(8 * BWD_ROW_REGS + 4 * BWD_DQ_REGS + 4 * BWD_OTHER_REGS == 16 * 128, "register split");
 
-// One sequence of the batch for the backward pass.
-struct bwd_seq {
-    int64_t q0, k0;       // first token in q and in k, v
-    int64_t lq, lk;       // lengths
-    int64_t q_off, k_off; // first packed row (multiples of 128)
-};
-
 // What the kernel reads and writes besides the tensor maps: the scale
 // atoms of the packed operands (a 512-byte atom a 128-row tile), the packed
 // LSE and delta, the fp32 accumulators, and the semaphores of dQ.
@@ -105,10 +98,10 @@ struct bwd_item {
     int64_t i0;   // first query tile it visits (in the sequence)
     int nq;       // query tiles it visits
     int nkb;      // 32-key blocks of the tile that hold keys
-    bwd_seq sq;
+    seq_info sq;
 };
 
-__device__ __forceinline__ bwd_item make_item(int64_t w, int64_t hq, int group, const bwd_seq *seqs, int batch,
+__device__ __forceinline__ bwd_item make_item(int64_t w, int64_t hq, int group, const seq_info *seqs, int batch,
                                               bool causal)
 {
     bwd_item it;
@@ -239,7 +232,7 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
     attn_bwd_fused(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_o,
                    const __grid_constant__ CUtensorMap map_qt, const __grid_constant__ CUtensorMap map_ot,
                    const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
-                   const __grid_constant__ CUtensorMap map_kt, bwd_buffers buf, const bwd_seq *seqs, int batch,
+                   const __grid_constant__ CUtensorMap map_kt, bwd_buffers buf, const seq_info *seqs, int batch,
                    int group, int64_t hq, int64_t n_work, int64_t q_rows, int64_t k_rows, bool causal, float c,
                    float log2e, int preset)
 {

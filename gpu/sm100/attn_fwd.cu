@@ -43,16 +43,6 @@ namespace {
 
 // ---- packing (before the kernel) ----
 
-// The sequence that packed row p (of a head) belongs to and its row in it,
-// or -1 for padding. off: first packed row of each sequence.
-__device__ __forceinline__ int64_t packed_row(const seq_info *seqs, int batch, int64_t p, bool keys, int64_t *token)
-{
-    const int b = last_at_or_below(batch, p, [&](int s) { return keys ? seqs[s].k_off : seqs[s].q_off; });
-    const int64_t j = p - (keys ? seqs[b].k_off : seqs[b].q_off), len = keys ? seqs[b].lk : seqs[b].lq;
-    *token = (keys ? seqs[b].k0 : seqs[b].q0) + j;
-    return j < len ? j : -1;
-}
-
 // Byte of (r, c) inside a 512-byte scale atom (128 rows x 4 columns).
 __device__ __forceinline__ int atom_byte(int r, int c)
 {
@@ -68,8 +58,8 @@ __global__ void pack_rows(const uint8_t *codes, const uint8_t *scales, const seq
                           int64_t heads, int64_t rows, uint8_t *out, uint8_t *atoms)
 {
     const int64_t h = blockIdx.y, p = (int64_t)blockIdx.x * 128 + threadIdx.x;
-    int64_t token;
-    const bool real = packed_row(seqs, batch, p, keys, &token) >= 0;
+    int64_t token = 0;
+    const bool real = packed_token(seqs, batch, keys, p, &token) >= 0;
     const uint4 *src = reinterpret_cast<const uint4 *>(codes + (token * heads + h) * D);
     uint4 *dst = reinterpret_cast<uint4 *>(out + (h * rows + p) * D);
 #pragma unroll
@@ -191,16 +181,12 @@ template <int D, bool LEAK, bool P_DYNAMIC> cudaError_t launch_attn_fwd(const at
         free(seqs), free(vsegs);
         return cudaErrorMemoryAllocation;
     }
-    int64_t q_rows = 0, k_rows = 0, vblocks = 0, ctas = 0;
-    for (int b = 0; b < batch; b++) {
-        seq_info &s = seqs[b];
-        s.q0 = a.cu_q[b], s.k0 = a.cu_k[b];
-        s.lq = (int64_t)a.cu_q[b + 1] - a.cu_q[b], s.lk = (int64_t)a.cu_k[b + 1] - a.cu_k[b];
-        s.q_off = q_rows, s.k_off = k_rows, s.v_block = vblocks, s.first_cta = (int)ctas;
-        q_rows += round_up(s.lq, BM), k_rows += round_up(s.lk, BN), vblocks += (s.lk + 31) / 32;
-        ctas += (s.lq + TILES_PER_CTA * BM - 1) / (TILES_PER_CTA * BM);
-        vsegs[b] = {s.k0, s.lk, s.v_block};
-    }
+    // a sequence's unit of work: a CTA's TILES_PER_CTA query tiles
+    const seq_layout n = layout_seqs(a.cu_q, a.cu_k, batch, BM, BN, TILES_PER_CTA * BM, seqs);
+    int64_t q_rows = n.q_rows, k_rows = n.k_rows;
+    const int64_t vblocks = n.v_blocks, ctas = n.tiles;
+    for (int b = 0; b < batch; b++)
+        vsegs[b] = {seqs[b].k0, seqs[b].lk, seqs[b].v_block};
     // the grid, and the tensor-memory accelerator's coordinates (32-bit)
     if (ctas == 0 || ctas > INT32_MAX || hq > 65535 || hq * q_rows > INT32_MAX || hkv * (k_rows + BN) > INT32_MAX ||
         hkv * D > INT32_MAX) {

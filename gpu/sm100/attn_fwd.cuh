@@ -19,6 +19,7 @@
 
 #include <cuda_fp8.h>
 
+#include "attn_seqs.cuh"
 #include "blackwell.cuh"
 #include "exp2.cuh"
 #include "mx.cuh"
@@ -31,24 +32,6 @@ using namespace sm100;
 
 constexpr int BM = 128, BN = 128; // the reference's query and key tiles
 constexpr int SF_ATOM = 512;      // a scale atom: 128 rows x 4 blocks, tcgen05.cp's unit
-
-// One sequence of the batch: where its tokens are in the caller's tensors,
-// where its rows start in the packed ones, and its first CTA in the grid.
-struct seq_info {
-    int64_t q0, k0;       // first token in q and in k, v
-    int64_t lq, lk;       // lengths
-    int64_t q_off, k_off; // first packed row (multiples of 128)
-    int64_t v_block;      // first row of its V scales (col blocks of 32 keys)
-    int first_cta;
-};
-
-struct attn_out {
-    uint8_t *o;
-    int64_t os0, os1, os2; // elements
-    bool o_bf16;
-    float *lse; // may be null
-    int64_t ls0, ls1;
-};
 
 // What depends on the head dim: Q and K rows in panels of PW bytes (one
 // 128-byte panel at D = 128, two at 256, one of 64 bytes at 64), KB blocks
@@ -397,18 +380,11 @@ __device__ __forceinline__ void write_o(uint32_t o, bool mine, float m, float l,
         }
         if (mine)
 #pragma unroll
-            for (int e = 0; e < 32; e++) {
-                const float r = any ? __fdiv_rn(__uint_as_float(v[e]), l) : 0.0f;
-                const int64_t at = token * out.os0 + (int64_t)h * out.os1 + (int64_t)(32 * q + e) * out.os2;
-                if (out.o_bf16)
-                    reinterpret_cast<uint16_t *>(out.o)[at] = (uint16_t)f32_to_bf16(__float_as_uint(r));
-                else
-                    reinterpret_cast<float *>(out.o)[at] = r;
-            }
+            for (int e = 0; e < 32; e++)
+                out.store_o(token, h, 32 * q + e, any ? __fdiv_rn(__uint_as_float(v[e]), l) : 0.0f);
     }
     if (mine && out.lse)
-        out.lse[token * out.ls0 + (int64_t)h * out.ls1] =
-            any ? __fmul_rn(__fadd_rn(m, mx_log2(l)), __uint_as_float(0x3F317218u)) : NEG_INF;
+        out.store_lse(token, h, any ? __fmul_rn(__fadd_rn(m, mx_log2(l)), __uint_as_float(0x3F317218u)) : NEG_INF);
 }
 #endif // MXFA_SM100_CODE
 

@@ -137,9 +137,9 @@ __device__ __forceinline__ pp_work pp_decode(int64_t w, int64_t heads, const seq
     pp_work k;
     const int pair = (int)(w / heads);
     k.h = (int)(w % heads), k.kvh = k.h / group;
-    k.sq = seqs[last_at_or_below(batch, pair, [&](int s) { return seqs[s].first_cta; })];
+    k.sq = seqs[last_at_or_below(batch, pair, [&](int s) { return seqs[s].first_tile; })];
     const int *nan_tiles = v_nan + k.kvh * (k_rows / BN) + k.sq.k_off / BN;
-    const int64_t r0 = (int64_t)(pair - k.sq.first_cta) * 2 * BM;
+    const int64_t r0 = (int64_t)(pair - k.sq.first_tile) * 2 * BM;
     k.qt[0] = make_q_tile(k.sq, r0, causal, nan_tiles);
     k.qt[1] = make_q_tile(k.sq, r0 + BM, causal, nan_tiles);
     k.nt = max(k.qt[0].nt, k.qt[1].nt);

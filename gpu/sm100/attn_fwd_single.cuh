@@ -93,9 +93,9 @@ __global__ void __launch_bounds__(SINGLE_THREADS, 1)
     extern __shared__ uint8_t raw[];
     single_shared<D, LEAK> &sh = aligned_shared<single_shared<D, LEAK>>(raw);
     const int cta = (int)blockIdx.x, h = (int)blockIdx.y, kvh = h / group;
-    const int b = last_at_or_below(batch, cta, [&](int s) { return seqs[s].first_cta; });
+    const int b = last_at_or_below(batch, cta, [&](int s) { return seqs[s].first_tile; });
     const seq_info sq = seqs[b];
-    const q_tile qt = make_q_tile(sq, (int64_t)(cta - sq.first_cta) * BM, causal,
+    const q_tile qt = make_q_tile(sq, (int64_t)(cta - sq.first_tile) * BM, causal,
                                   v_nan + kvh * (k_rows / BN) + sq.k_off / BN);
     const int nt = qt.nt;
     const int tid = (int)threadIdx.x, warp = tid / 32;

@@ -27,7 +27,7 @@ using namespace sm90;
 // pieces of 8, the block's rule from the warp's statistics. Grid x over
 // rows / 32 * D / 32 / 4 blocks of 4 warps, y over the heads.
 template <int D>
-__global__ void __launch_bounds__(128) bwd_pack_square(nd3 x, int preset, const fwd90::seq *seqs, int batch,
+__global__ void __launch_bounds__(128) bwd_pack_square(nd3 x, int preset, const seq_info *seqs, int batch,
                                                        bool keys, uint16_t *rows_out, int64_t rows)
 {
     const int64_t wgl = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32, h = blockIdx.y;
@@ -35,7 +35,7 @@ __global__ void __launch_bounds__(128) bwd_pack_square(nd3 x, int preset, const 
     const int64_t p = (wgl / (D / 32)) * 32 + lane;
     const int c0 = (int)(wgl % (D / 32)) * 32;
     int64_t token = 0;
-    const bool real = p < rows && fwd90::packed_token(seqs, batch, keys, p, &token) >= 0;
+    const bool real = p < rows && packed_token(seqs, batch, keys, p, &token) >= 0;
     uint32_t v[32];
 #pragma unroll
     for (int k = 0; k < 32; k++)
@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(128) bwd_pack_square(nd3 x, int preset, const 
 // the transpose through shared memory. Grid x over rows / 32 * D / 32 / 4
 // blocks of 4 warps, y over the heads.
 template <int D, bool SQUARE>
-__global__ void __launch_bounds__(128) bwd_pack_fp8(nd3 x, int preset, const fwd90::seq *seqs, int batch, bool keys,
+__global__ void __launch_bounds__(128) bwd_pack_fp8(nd3 x, int preset, const seq_info *seqs, int batch, bool keys,
                                                     int order, uint8_t *rows_out, uint8_t *t_out, float *scales,
                                                     int64_t rows)
 {
@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(128) bwd_pack_fp8(nd3 x, int preset, const fwd
     const int64_t p0 = (wgl / (D / 32)) * 32, p = p0 + lane;
     const int c0 = (int)(wgl % (D / 32)) * 32;
     int64_t token = 0;
-    const bool real = p < rows && fwd90::packed_token(seqs, batch, keys, p, &token) >= 0;
+    const bool real = p < rows && packed_token(seqs, batch, keys, p, &token) >= 0;
     uint32_t v[32];
 #pragma unroll
     for (int k = 0; k < 32; k++)
@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(128) bwd_pack_fp8(nd3 x, int preset, const fwd
 // even (the reference's f32_as_bf16), rows [H][rows][D], padding rows zero.
 // A thread eight columns of a row; grid x over rows * D / 8, y the heads.
 template <int D>
-__global__ void __launch_bounds__(256) bwd_pack_bf16(nd3 x, const fwd90::seq *seqs, int batch, uint16_t *out,
+__global__ void __launch_bounds__(256) bwd_pack_bf16(nd3 x, const seq_info *seqs, int batch, uint16_t *out,
                                                      int64_t rows)
 {
     const int64_t at = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, h = blockIdx.y;
@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(256) bwd_pack_bf16(nd3 x, const fwd90::seq *se
         return;
     int64_t token = 0;
     uint32_t v[8] = {0, 0, 0, 0, 0, 0, 0, 0}, w[4];
-    if (fwd90::packed_token(seqs, batch, true, p, &token) >= 0)
+    if (packed_token(seqs, batch, true, p, &token) >= 0)
         load8_bits(x, token, h, c, v);
 #pragma unroll
     for (int e = 0; e < 4; e++)
@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(256) bwd_pack_bf16(nd3 x, const fwd90::seq *se
 // increasing d (the reference's loop), into packed rows [H][rows]. A thread
 // a (token, head), heads fastest.
 template <int D>
-__global__ void bwd_prep_rows(const float *lse, int64_t ls0, int64_t ls1, nd3 dout, nd3 o, const fwd90::seq *seqs,
+__global__ void bwd_prep_rows(const float *lse, int64_t ls0, int64_t ls1, nd3 dout, nd3 o, const seq_info *seqs,
                               int batch, int64_t tokens, float log2e, float *pofs, float *delta, int64_t rows)
 {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, heads = o.n1;
@@ -233,13 +233,13 @@ __global__ void bwd_prep_rows(const float *lse, int64_t ls0, int64_t ls1, nd3 do
 // dQ = fl(dQ scale) from the packed rows [H][rows][D] into the output; a
 // thread four columns of a row. Grid x over rows * D / 4, y the heads.
 template <int D>
-__global__ void bwd_finish_q(const float *dq, const fwd90::seq *seqs, int batch, int64_t rows, float scale, nd3 out)
+__global__ void bwd_finish_q(const float *dq, const seq_info *seqs, int batch, int64_t rows, float scale, nd3 out)
 {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, h = blockIdx.y;
     const int64_t p = i / (D / 4);
     const int c = (int)(i % (D / 4)) * 4;
     int64_t token;
-    if (p >= rows || fwd90::packed_token(seqs, batch, false, p, &token) < 0)
+    if (p >= rows || packed_token(seqs, batch, false, p, &token) < 0)
         return;
     const float4 v = *reinterpret_cast<const float4 *>(dq + (h * rows + p) * D + c);
     if (out.dtype == MXFA_BF16 && out.s2 == 1) {
@@ -264,14 +264,14 @@ __global__ void bwd_finish_q(const float *dq, const fwd90::seq *seqs, int batch,
 // rows [Hq][rows][D]) summed in increasing head order, the first head's as
 // it is, into the outputs. Grid x over rows * D, y the key heads.
 template <int D>
-__global__ void bwd_finish_kv(const float *dk, const float *dv, const fwd90::seq *seqs, int batch, int64_t rows,
+__global__ void bwd_finish_kv(const float *dk, const float *dv, const seq_info *seqs, int batch, int64_t rows,
                               int group, float scale, nd3 dk_out, nd3 dv_out)
 {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, g = blockIdx.y;
     const int64_t p = i / D;
     const int c = (int)(i % D);
     int64_t token;
-    if (p >= rows || fwd90::packed_token(seqs, batch, true, p, &token) < 0)
+    if (p >= rows || packed_token(seqs, batch, true, p, &token) < 0)
         return;
     float sk = 0.0f, sv = 0.0f;
     for (int k = 0; k < group; k++) {
@@ -356,15 +356,11 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
     constexpr int KEYS = bwd_config<D>::KEYS, BQ = bwd_config<D>::BQ;
     const int64_t hq = a.q.n1, hkv = a.k.n1, group = hq / hkv, tq = a.q.n0;
     const int batch = a.batch;
-    seq *hs = static_cast<seq *>(malloc(sizeof(seq) * (size_t)batch));
+    seq_info *hs = static_cast<seq_info *>(malloc(sizeof(seq_info) * (size_t)batch));
     if (!hs)
         return cudaErrorMemoryAllocation;
-    int64_t q_rows = 0, k_rows = 0;
-    for (int b = 0; b < batch; b++) {
-        const int64_t lq = (int64_t)a.cu_q[b + 1] - a.cu_q[b], lk = (int64_t)a.cu_k[b + 1] - a.cu_k[b];
-        hs[b] = {a.cu_q[b], a.cu_k[b], lq, lk, q_rows, k_rows, 0};
-        q_rows += round_up(lq, BMQ), k_rows += round_up(lk, BN);
-    }
+    const seq_layout n = layout_seqs(a.cu_q, a.cu_k, batch, BMQ, BN, BMQ, hs);
+    int64_t q_rows = n.q_rows, k_rows = n.k_rows;
     packed_rows(a, &q_rows, &k_rows);
     const bool direct = group == 1;
     // scratch: the bf16 operands (and K rounded to bf16 under the leak-free
@@ -380,7 +376,7 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
                             kbf,
                             a.leak_free ? kbf : 0,
                             kbf,
-                            sizeof(seq) * (size_t)batch,
+                            sizeof(seq_info) * (size_t)batch,
                             partial,
                             partial};
     constexpr int N = sizeof sizes / sizeof sizes[0];
@@ -400,7 +396,7 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
     uint16_t *qw = reinterpret_cast<uint16_t *>(base + at[4]), *ow = reinterpret_cast<uint16_t *>(base + at[5]);
     uint16_t *kw = reinterpret_cast<uint16_t *>(base + at[6]), *kr = reinterpret_cast<uint16_t *>(base + at[7]);
     uint16_t *vw = reinterpret_cast<uint16_t *>(base + at[8]);
-    seq *dseqs = reinterpret_cast<seq *>(base + at[9]);
+    seq_info *dseqs = reinterpret_cast<seq_info *>(base + at[9]);
     float *dk = direct ? nullptr : reinterpret_cast<float *>(base + at[10]);
     float *dv = direct ? nullptr : reinterpret_cast<float *>(base + at[11]);
     // zeros: dQ's accumulator, the semaphores, delta (padding rows); pofs
@@ -412,7 +408,7 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
         e = cudaGetLastError();
     }
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(dseqs, hs, sizeof(seq) * (size_t)batch, cudaMemcpyHostToDevice, stream);
+        e = cudaMemcpyAsync(dseqs, hs, sizeof(seq_info) * (size_t)batch, cudaMemcpyHostToDevice, stream);
     if (e == cudaSuccess) {
         const unsigned qsq = (unsigned)(q_rows / 32 * (D / 32) / 4), ksq = (unsigned)(k_rows / 32 * (D / 32) / 4);
         bwd_pack_square<D><<<dim3(qsq, (unsigned)hq), 128, 0, stream>>>(a.q, a.preset, dseqs, batch, false, qw,
@@ -549,15 +545,11 @@ template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stre
     constexpr int KEYS = cf::KEYS, BQ = cf::BQ, DB = cf::DB, SW = cf::SW;
     const int64_t hq = a.q.n1, hkv = a.k.n1, group = hq / hkv, tq = a.q.n0;
     const int batch = a.batch;
-    seq *hs = static_cast<seq *>(malloc(sizeof(seq) * (size_t)batch));
+    seq_info *hs = static_cast<seq_info *>(malloc(sizeof(seq_info) * (size_t)batch));
     if (!hs)
         return cudaErrorMemoryAllocation;
-    int64_t q_rows = 0, k_rows = 0;
-    for (int b = 0; b < batch; b++) {
-        const int64_t lq = (int64_t)a.cu_q[b + 1] - a.cu_q[b], lk = (int64_t)a.cu_k[b + 1] - a.cu_k[b];
-        hs[b] = {a.cu_q[b], a.cu_k[b], lq, lk, q_rows, k_rows, 0};
-        q_rows += round_up(lq, BMQ), k_rows += round_up(lk, BN);
-    }
+    const seq_layout n = layout_seqs(a.cu_q, a.cu_k, batch, BMQ, BN, BMQ, hs);
+    int64_t q_rows = n.q_rows, k_rows = n.k_rows;
     packed_rows(a, &q_rows, &k_rows);
     const bool direct = group == 1;
     // scratch: dQ's accumulator, the semaphores, pofs and delta (the zeroed
@@ -570,7 +562,7 @@ template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stre
     const size_t partial = direct ? 0 : (size_t)(hq * k_rows * D) * 4;
     const size_t sizes[] = {q8 * 4, (size_t)(hq * (q_rows / BMQ)) * 4, (size_t)(hq * q_rows) * 4,
                             (size_t)(hq * q_rows) * 4, q8, q8, q8, q8, k8, k8, k8, qsq, qsq, ksq,
-                            (size_t)(hkv * k_rows * SW) * 4, sizeof(seq) * (size_t)batch, partial, partial,
+                            (size_t)(hkv * k_rows * SW) * 4, sizeof(seq_info) * (size_t)batch, partial, partial,
                             a.leak_free ? k8 * 2 : 0};
     constexpr int N = sizeof sizes / sizeof sizes[0];
     size_t at[N], total = 0;
@@ -590,7 +582,7 @@ template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stre
     uint8_t *kc = base + at[8], *kt = base + at[9], *vc = base + at[10];
     float *qs = reinterpret_cast<float *>(base + at[11]), *os = reinterpret_cast<float *>(base + at[12]);
     float *ks = reinterpret_cast<float *>(base + at[13]), *vs = reinterpret_cast<float *>(base + at[14]);
-    seq *dseqs = reinterpret_cast<seq *>(base + at[15]);
+    seq_info *dseqs = reinterpret_cast<seq_info *>(base + at[15]);
     float *dk = direct ? nullptr : reinterpret_cast<float *>(base + at[16]);
     float *dv = direct ? nullptr : reinterpret_cast<float *>(base + at[17]);
     uint16_t *kraw = reinterpret_cast<uint16_t *>(base + at[18]);
@@ -603,7 +595,7 @@ template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stre
         e = cudaGetLastError();
     }
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(dseqs, hs, sizeof(seq) * (size_t)batch, cudaMemcpyHostToDevice, stream);
+        e = cudaMemcpyAsync(dseqs, hs, sizeof(seq_info) * (size_t)batch, cudaMemcpyHostToDevice, stream);
     if (e == cudaSuccess) {
         const unsigned qb = (unsigned)(q_rows / 32 * DB / 4), kb = (unsigned)(k_rows / 32 * DB / 4);
         bwd_pack_fp8<D, true><<<dim3(qb, (unsigned)hq), 128, 0, stream>>>(a.q, a.preset, dseqs, batch, false, 1, qc,

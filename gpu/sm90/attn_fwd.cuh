@@ -106,14 +106,6 @@ template <int N> __device__ __forceinline__ float tree_max(const float *v)
 }
 #endif // MXFA_SM90_CODE
 
-struct attn_out {
-    uint8_t *o;
-    int64_t os0, os1, os2; // elements
-    bool o_bf16;
-    float *lse; // may be null
-    int64_t ls0, ls1;
-};
-
 // P_DYNAMIC: P in row blocks of 32 keys under the rceil rule, else const
 // P (a kernel each, so that neither carries the other's code).
 template <int D, bool LEAK, bool P_DYNAMIC>
@@ -740,18 +732,10 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
         const bool any = lr != 0.0f || lr != lr;
         const int64_t token = sq.q0 + i;
         for (int jj = 0; jj < D / 8; jj++)
-            for (int e = 0; e < 2; e++) {
-                const int idx = 4 * jj + 2 * hh + e, col = 8 * jj + 2 * t + e;
-                const float v = any ? __fdiv_rn(o[idx], lr) : 0.0f;
-                const int64_t at = token * out.os0 + (int64_t)h * out.os1 + (int64_t)col * out.os2;
-                if (out.o_bf16)
-                    reinterpret_cast<uint16_t *>(out.o)[at] = (uint16_t)f32_to_bf16(__float_as_uint(v));
-                else
-                    reinterpret_cast<float *>(out.o)[at] = v;
-            }
+            for (int e = 0; e < 2; e++)
+                out.store_o(token, h, 8 * jj + 2 * t + e, any ? __fdiv_rn(o[4 * jj + 2 * hh + e], lr) : 0.0f);
         if (out.lse && t == 0)
-            out.lse[token * out.ls0 + (int64_t)h * out.ls1] =
-                any ? __fmul_rn(__fadd_rn(m[hh], mx_log2(lr)), __uint_as_float(0x3F317218u)) : NEG_INF;
+            out.store_lse(token, h, any ? __fmul_rn(__fadd_rn(m[hh], mx_log2(lr)), __uint_as_float(0x3F317218u)) : NEG_INF);
     }
 #endif
 }
@@ -766,16 +750,9 @@ template <int D, bool LEAK> cudaError_t launch_attn_fwd(const attn_fwd_args &a, 
     seq_info *seqs = static_cast<seq_info *>(malloc(sizeof(seq_info) * (size_t)batch));
     if (!seqs)
         return cudaErrorMemoryAllocation;
-    int64_t q_rows = 0, k_rows = 0, tiles = 0;
-    for (int b = 0; b < batch; b++) {
-        seq_info &s = seqs[b];
-        s.q0 = a.cu_q[b], s.k0 = a.cu_k[b];
-        s.lq = (int64_t)a.cu_q[b + 1] - a.cu_q[b], s.lk = (int64_t)a.cu_k[b + 1] - a.cu_k[b];
-        s.q_off = q_rows, s.k_off = k_rows, s.first_tile = (int)tiles;
-        q_rows += round_up(s.lq, BM), k_rows += round_up(s.lk, BN);
-        tiles += (s.lq + BM - 1) / BM;
-    }
-    q_rows = q_rows < BM ? BM : q_rows, k_rows = k_rows < BN ? BN : k_rows;
+    const seq_layout n = layout_seqs(a.cu_q, a.cu_k, batch, BM, BN, BM, seqs);
+    const int64_t tiles = n.tiles;
+    const int64_t q_rows = n.q_rows < BM ? BM : n.q_rows, k_rows = n.k_rows < BN ? BN : n.k_rows;
     cudaError_t e = cudaSuccess;
     // the accelerator's coordinates and the grid are 32-bit
     if (tiles > INT32_MAX / 2 || hq > 65535 || hq * q_rows > INT32_MAX || hkv * k_rows > INT32_MAX ||

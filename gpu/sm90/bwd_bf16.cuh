@@ -84,7 +84,6 @@ namespace mxfa_gpu {
 namespace bwd90 {
 
 using namespace sm90;
-using fwd90::seq;
 
 constexpr int BN = 128;  // the reference's key tile
 constexpr int BMQ = 128; // the reference's query tile
@@ -158,7 +157,7 @@ static_assert(BWD_SMEM_BYTES<256> <= 227 * 1024 && BWD_SMEM_BYTES<128> <= 227 * 
               "shared memory of an H100 or H200 CTA");
 
 struct bwd_params {
-    const seq *seqs;
+    const seq_info *seqs;
     int batch, group, hq;
     int64_t q_rows, k_rows; // packed rows a head (multiples of 128)
     int items;              // (k_rows / KEYS) * hq (bwd_config's KEYS)
@@ -179,7 +178,7 @@ struct bwd_params {
 // An item: keys `tile` (of KEYS each) of the packed keys, query head h.
 struct bwd_item {
     int h, kvh;
-    seq sq;
+    seq_info sq;
     int c0;     // its first key in the sequence
     int t;      // its index among the sequence's items (dQ's turn)
     int i0, nq; // the query tiles it visits: i0 .. i0 + nq - 1

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "attn_seqs.cuh"
 #include "hopper.cuh"
 
 namespace mxfa_gpu {
@@ -27,15 +28,6 @@ template <int D> constexpr int PW = D < 128 ? D : 128;
 // tile takes two CTAs).
 template <int D, bool LEAK> constexpr int CONSUMERS = D == 256 && LEAK ? 1 : 2;
 template <int D, bool LEAK> constexpr int THREADS = (CONSUMERS<D, LEAK> + 1) * 128;
-
-// One sequence of the batch: where its tokens are in the caller's tensors,
-// where its rows start in the packed ones, and its first query tile.
-struct seq_info {
-    int64_t q0, k0;       // first token in q and in k, v
-    int64_t lq, lk;       // lengths
-    int64_t q_off, k_off; // first packed row (multiples of 128)
-    int first_tile;       // its first query tile in the grid
-};
 
 // The key of column f (0..31) of a 32-key block as P * V's A operand holds
 // it: thread t's columns 4t .. 4t + 3 and 16 + 4t .. are the keys 2t, 2t + 1,

@@ -15,19 +15,6 @@ namespace {
 
 using namespace sm90;
 
-// The sequence that packed row p (of a head) belongs to and its row in it,
-// or -1 for padding. off: first packed row of each sequence; len: lengths.
-__device__ __forceinline__ int64_t unpack_row(const seq_info *seqs, int batch, bool keys, int64_t p, int64_t *token)
-{
-    const int b = last_at_or_below(batch, p, [&](int s) { return keys ? seqs[s].k_off : seqs[s].q_off; });
-    const int64_t j = p - (keys ? seqs[b].k_off : seqs[b].q_off), len = keys ? seqs[b].lk : seqs[b].lq;
-    if (j < 0 || j >= len)
-        return -1;
-    *token = (keys ? seqs[b].k0 : seqs[b].q0) + j;
-    return j;
-}
-
-
 // The range of the block's threads' lo and hi (a multiple of 32 threads)
 // into *r: stored, or with shared: added by atomics to a range that
 // several blocks share. red: 2 x threads / 32.
@@ -74,7 +61,7 @@ __global__ void __launch_bounds__(256) pack_rows(nd3 x, int preset, const seq_in
         const int piece = i * 256 + (int)threadIdx.x, r = piece / (D / 8), c = (piece % (D / 8)) * 8;
         const int64_t p = tile0 + r;
         int64_t token = 0;
-        const bool real = unpack_row(seqs, batch, keys, p, &token) >= 0; // the same for a block's four lanes
+        const bool real = packed_token(seqs, batch, keys, p, &token) >= 0; // the same for a block's four lanes
         uint32_t v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         if (real)
             load8_bits(x, token, h, c, v);
@@ -134,7 +121,7 @@ __global__ void __launch_bounds__(256) pack_v(nd3 x, int preset, bool raw, const
         const int k = tid / 4, c = (tid % 4) * 16; // 16 values of a key's row
         int64_t token;
         uint32_t v[16] = {};
-        const bool real = unpack_row(seqs, batch, true, p0 + k, &token) >= 0;
+        const bool real = packed_token(seqs, batch, true, p0 + k, &token) >= 0;
         if (real) {
             load8_bits(x, token, h, e0 + c, v);
             load8_bits(x, token, h, e0 + c + 8, v + 8);

@@ -77,18 +77,14 @@ static_assert(SMEM_BYTES<256, 128> <= 227 * 1024 && SMEM_BYTES<128, 128> <= 227 
               "shared memory of an H100 or H200 CTA");
 
 struct fwd_params {
-    const seq *seqs;
+    const seq_info *seqs;
     const int *bad;     // [Hkv][k_rows / 32]
     const int *any_bad; // whether any of them is set
     int batch, group, tiles;
     int64_t q_rows, k_rows;
     float c;
     bool causal, leak_free;
-    uint8_t *o;
-    int64_t os0, os1, os2; // elements
-    bool o_bf16;
-    float *lse; // may be null
-    int64_t ls0, ls1;
+    attn_out out;
 };
 
 #ifdef MXFA_SM90_CODE
@@ -163,7 +159,7 @@ __device__ __forceinline__ void pv_by_block(float (&o)[D / 2], const uint32_t (&
 // a row that saw no key (l = 0) writes 0 and -Inf. Every NaN the canonical
 // 0x7FFFFFFF (bf16 0x7FFF).
 template <int D>
-__device__ __forceinline__ void write_rows(const float (&o)[D / 2], const rows2 &r, const fwd_params &p, const seq &sq,
+__device__ __forceinline__ void write_rows(const float (&o)[D / 2], const rows2 &r, const fwd_params &p, const seq_info &sq,
                                            int h, int row0)
 {
     const int t = (int)threadIdx.x % 4;
@@ -183,20 +179,12 @@ __device__ __forceinline__ void write_rows(const float (&o)[D / 2], const rows2 
                 v[e] = any ? __fdiv_rn(o[4 * j + 2 * hh + e], l) : 0.0f;
                 v[e] = v[e] != v[e] ? __uint_as_float(0x7FFFFFFFu) : v[e];
             }
-            const int64_t at = token * p.os0 + (int64_t)h * p.os1 + (int64_t)(8 * j + 2 * t) * p.os2;
-            if (p.o_bf16) {
-                uint16_t *dst = reinterpret_cast<uint16_t *>(p.o) + at;
-                dst[0] = (uint16_t)f32_to_bf16(__float_as_uint(v[0]));
-                dst[p.os2] = (uint16_t)f32_to_bf16(__float_as_uint(v[1]));
-            } else {
-                float *dst = reinterpret_cast<float *>(p.o) + at;
-                dst[0] = v[0];
-                dst[p.os2] = v[1];
-            }
+            p.out.store_o(token, h, 8 * j + 2 * t, v[0]);
+            p.out.store_o(token, h, 8 * j + 2 * t + 1, v[1]);
         }
-        if (p.lse && t == 0) {
+        if (p.out.lse && t == 0) {
             float lse = any ? __fmul_rn(__fadd_rn(r.m[hh], mx_log2(l)), __uint_as_float(0x3F317218u)) : NEG_INF;
-            p.lse[token * p.ls0 + (int64_t)h * p.ls1] = lse != lse ? __uint_as_float(0x7FFFFFFFu) : lse;
+            p.out.store_lse(token, h, lse != lse ? __uint_as_float(0x7FFFFFFFu) : lse);
         }
     }
 }
@@ -221,7 +209,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     fwd_shared<D, BN> &sh = aligned_shared<fwd_shared<D, BN>>(raw);
     // the longest query tiles first (under a causal mask, a sequence's last)
     const int tile = p.tiles - 1 - (int)blockIdx.x, h = (int)blockIdx.y, hk = h / p.group;
-    const seq sq = p.seqs[last_at_or_below(p.batch, tile, [&](int s) { return p.seqs[s].first_tile; })];
+    const seq_info sq = p.seqs[last_at_or_below(p.batch, tile, [&](int s) { return p.seqs[s].first_tile; })];
     const q_tile qt = make_q_tile((tile - sq.first_tile) * BM, (int)sq.lq, (int)sq.lk, p.causal);
     const int nkt = qt.key_tiles(BN);
     // the tiles every row of the query tile sees whole (its first row sees least)
@@ -481,8 +469,7 @@ template <int D> cudaError_t launch_fwd_bf16(const attn_fwd_args &a, int bn, cud
     p.q_rows = ops.q_rows, p.k_rows = ops.k_rows;
     p.c = a.softmax_scale * log2e; // one fp32 product, as the reference computes it
     p.causal = a.causal, p.leak_free = a.leak_free;
-    p.o = a.o.base, p.os0 = a.o.s0, p.os1 = a.o.s1, p.os2 = a.o.s2, p.o_bf16 = a.o.dtype == MXFA_BF16;
-    p.lse = a.lse, p.ls0 = a.ls0, p.ls1 = a.ls1;
+    p.out = {a.o.base, a.o.s0, a.o.s1, a.o.s2, a.o.dtype == MXFA_BF16, a.lse, a.ls0, a.ls1};
     if (bn == 64)
         return a.p_dynamic ? launch_kernel<D, 64, true>(maps, p, hq, stream)
                            : launch_kernel<D, 64, false>(maps, p, hq, stream);

@@ -68,18 +68,6 @@ __device__ __forceinline__ bool bf16_finite(uint32_t h)
     return (h & 0x7F80u) != 0x7F80u;
 }
 
-// The sequence that packed row p (of a head) belongs to and the token it
-// holds (*token), or -1 for padding. keys: K and V's rows, else Q's.
-__device__ __forceinline__ int64_t packed_token(const seq *seqs, int batch, bool keys, int64_t p, int64_t *token)
-{
-    const int b = last_at_or_below(batch, p, [&](int s) { return keys ? seqs[s].k_off : seqs[s].q_off; });
-    const int64_t j = p - (keys ? seqs[b].k_off : seqs[b].q_off), len = keys ? seqs[b].lk : seqs[b].lq;
-    if (j < 0 || j >= len)
-        return -1;
-    *token = (keys ? seqs[b].k0 : seqs[b].q0) + j;
-    return j;
-}
-
 // Q or K: x [tokens][H][D] (fp32 or bf16, any strides) to bf16 [H][rows][D],
 // quantized in row blocks of 32 along D and widened. 8 elements (16 bytes
 // out) a thread, four threads a block, consecutive threads on consecutive
@@ -88,7 +76,7 @@ __device__ __forceinline__ int64_t packed_token(const seq *seqs, int batch, bool
 // every lane of every warp is in the grid and takes part in the block's
 // shuffles), y the heads.
 template <int D>
-__global__ void __launch_bounds__(256) pack_rows_bf16(nd3 x, int preset, const seq *seqs, int batch, bool keys,
+__global__ void __launch_bounds__(256) pack_rows_bf16(nd3 x, int preset, const seq_info *seqs, int batch, bool keys,
                                                       uint16_t *out, int64_t rows)
 {
     const int64_t at = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, h = blockIdx.y;
@@ -130,7 +118,7 @@ __global__ void __launch_bounds__(256) pack_rows_bf16(nd3 x, int preset, const s
 // (lanes l and l ^ 1). Grid x over rows / 64, y over D / 64, z over the
 // heads.
 template <int D>
-__global__ void __launch_bounds__(256) pack_vt_bf16(nd3 x, int preset, bool raw, const seq *seqs, int batch,
+__global__ void __launch_bounds__(256) pack_vt_bf16(nd3 x, int preset, bool raw, const seq_info *seqs, int batch,
                                                     uint16_t *vt, uint16_t *vraw, int *bad, int *any_bad,
                                                     int64_t rows)
 {
@@ -212,7 +200,7 @@ __global__ void __launch_bounds__(256) pack_vt_bf16(nd3 x, int preset, bool raw,
 
 // The packed operands of one call, in one scratch allocation.
 struct operands {
-    seq *seqs;             // device copy of the table
+    seq_info *seqs;             // device copy of the table
     uint16_t *q, *k, *vt, *vraw;
     int *bad;              // [Hkv][k_rows / 32]
     int *any_bad;          // whether any of them is set
@@ -226,19 +214,12 @@ cudaError_t pack_operands(const attn_fwd_args &a, bool raw, scratch &mem, cudaSt
 {
     const int64_t tk = a.k.n0, hq = a.q.n1, hkv = a.k.n1;
     const int batch = a.batch;
-    seq *seqs = static_cast<seq *>(malloc(sizeof(seq) * (size_t)batch));
+    seq_info *seqs = static_cast<seq_info *>(malloc(sizeof(seq_info) * (size_t)batch));
     if (!seqs)
         return cudaErrorMemoryAllocation;
-    int64_t q_rows = 0, k_rows = 0, tiles = 0;
-    for (int b = 0; b < batch; b++) {
-        seq &s = seqs[b];
-        s.q0 = a.cu_q[b], s.k0 = a.cu_k[b];
-        s.lq = (int64_t)a.cu_q[b + 1] - a.cu_q[b], s.lk = (int64_t)a.cu_k[b + 1] - a.cu_k[b];
-        s.q_off = q_rows, s.k_off = k_rows, s.first_tile = (int)tiles;
-        q_rows += round_up(s.lq, BM), k_rows += round_up(s.lk, KEY_PAD);
-        tiles += (s.lq + BM - 1) / BM;
-    }
-    q_rows = q_rows < BM ? BM : q_rows, k_rows = k_rows < KEY_PAD ? KEY_PAD : k_rows;
+    const seq_layout n = layout_seqs(a.cu_q, a.cu_k, batch, BM, KEY_PAD, BM, seqs);
+    const int64_t tiles = n.tiles;
+    const int64_t q_rows = n.q_rows < BM ? BM : n.q_rows, k_rows = n.k_rows < KEY_PAD ? KEY_PAD : n.k_rows;
     ops->q_rows = q_rows, ops->k_rows = k_rows, ops->tiles = tiles;
     // the accelerator's coordinates and the grid are 32-bit
     cudaError_t e = cudaSuccess;
@@ -248,7 +229,7 @@ cudaError_t pack_operands(const attn_fwd_args &a, bool raw, scratch &mem, cudaSt
     // scratch: one allocation in 1024-byte aligned pieces
     const size_t sizes[] = {(size_t)(hq * q_rows * D) * 2, (size_t)(hkv * k_rows * D) * 2,
                             (size_t)(hkv * D * k_rows) * 2, raw ? (size_t)(hkv * D * k_rows) * 2 : 16,
-                            (size_t)(hkv * (k_rows / 32) + 1) * 4, sizeof(seq) * (size_t)batch};
+                            (size_t)(hkv * (k_rows / 32) + 1) * 4, sizeof(seq_info) * (size_t)batch};
     constexpr int NBUF = sizeof sizes / sizeof sizes[0];
     size_t total = 0, at[NBUF];
     for (int i = 0; i < NBUF; i++) {
@@ -264,10 +245,10 @@ cudaError_t pack_operands(const attn_fwd_args &a, bool raw, scratch &mem, cudaSt
     }
     ops->q = reinterpret_cast<uint16_t *>(base + at[0]), ops->k = reinterpret_cast<uint16_t *>(base + at[1]);
     ops->vt = reinterpret_cast<uint16_t *>(base + at[2]), ops->vraw = reinterpret_cast<uint16_t *>(base + at[3]);
-    ops->bad = reinterpret_cast<int *>(base + at[4]), ops->seqs = reinterpret_cast<seq *>(base + at[5]);
+    ops->bad = reinterpret_cast<int *>(base + at[4]), ops->seqs = reinterpret_cast<seq_info *>(base + at[5]);
     ops->any_bad = ops->bad + hkv * (k_rows / 32);
     // from pageable memory: the copy has taken the bytes when it returns
-    e = cudaMemcpyAsync(ops->seqs, seqs, sizeof(seq) * (size_t)batch, cudaMemcpyHostToDevice, stream);
+    e = cudaMemcpyAsync(ops->seqs, seqs, sizeof(seq_info) * (size_t)batch, cudaMemcpyHostToDevice, stream);
     free(seqs);
     if (e == cudaSuccess)
         e = cudaMemsetAsync(ops->bad, 0, sizes[4], stream);

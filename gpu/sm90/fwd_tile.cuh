@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The geometry of the sm90-bf16 attention forward kernel (fwd_bf16.cuh):
-// the batch's sequences as the kernel sees them, a query tile of BM = 128
+// a query tile of BM = 128
 // rows and the key tiles it visits, and which of a tile's keys each row
 // sees. Host and device code.
 //
@@ -11,6 +11,7 @@
 #ifndef MXFA_GPU_SM90_FWD_TILE_CUH
 #define MXFA_GPU_SM90_FWD_TILE_CUH
 
+#include "attn_seqs.cuh"
 #include "module.cuh"
 
 namespace mxfa_gpu {
@@ -18,15 +19,6 @@ namespace fwd90 {
 
 constexpr int BM = 128;      // query rows a tile (two warpgroups of 64)
 constexpr int KEY_PAD = 128; // a sequence's keys start on a multiple of this in the packed K and V
-
-// One sequence of the batch: where its tokens are in the caller's tensors,
-// where its rows start in the packed ones, and its first query tile.
-struct seq {
-    int64_t q0, k0;       // first token in q and in k, v
-    int64_t lq, lk;       // lengths
-    int64_t q_off, k_off; // first packed row (multiples of BM and KEY_PAD)
-    int first_tile;       // its first query tile in the grid
-};
 
 // A query tile's rows and key limits. A row's limit is the last key it sees
 // (bottom-right causal: i + lk - lq), clamped to [-1, lk - 1].
