@@ -49,7 +49,9 @@
 #include "mx.cuh"
 #include "nd3.cuh"
 #include "wgmma.cuh"
+#include "sm90/fwd8_epilogue.cuh"
 #include "sm90/fwd8_pack.cuh"
+#include "sm90/fwd8_producer.cuh"
 
 namespace mxfa_gpu {
 namespace {
@@ -138,30 +140,11 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
     const int tile = (int)(gridDim.x - 1 - blockIdx.x) / (2 / NCONS), h = (int)blockIdx.y, hk = h / group;
     const int b = last_at_or_below(batch, tile, [&](int s) { return seqs[s].first_tile; });
     const seq_info sq = seqs[b];
-    // positions in a sequence are ints (the offsets are int32); a row's
-    // key limit (the last key it sees, bottom-right causal) is clamped to
-    // [-1, lk - 1], which keeps every comparison with a key of the sequence
-    const int lq = (int)sq.lq, lk = (int)sq.lk;
-    auto limit = [&](int i) { // the key limit of row i
-        const int64_t v = causal ? (int64_t)i + lk - lq : lk - 1;
-        return (int)(v < -1 ? -1 : v > lk - 1 ? lk - 1 : v);
-    };
-    const int r0 = (tile - sq.first_tile) * BM, nr = lq - r0 < BM ? lq - r0 : BM;
-    const int lim_first = limit(r0), lim_last = limit(r0 + nr - 1);
-    const int nkt = (lim_last + 1 + BN - 1) / BN; // the key tiles the last row sees
-    // leak-free: a block that some row of the query tile sees only in part
-    // (the tile's first row sees less than all of it, its last row some of
-    // it) is multiplied in bf16, so that no V scale spans the diagonal
-    auto diagonal = [&](int kb0) {
-        const int klast = kb0 + 31 < lk - 1 ? kb0 + 31 : lk - 1;
-        return LEAK && kb0 < lk && lim_first < klast && lim_last >= kb0;
-    };
-    auto tile_diagonal = [&](int c0) {
-        bool any = false;
-        for (int kb = 0; kb < BN / 32; kb++)
-            any |= diagonal(c0 + 32 * kb);
-        return any;
-    };
+    const query_tile<LEAK> qt = make_query_tile<LEAK>(sq, tile, causal);
+    const int lk = qt.lk, r0 = qt.r0, nkt = qt.nkt;
+    auto limit = [&](int i) { return qt.limit(i); };
+    auto diagonal = [&](int kb0) { return qt.diagonal(kb0); };
+    auto tile_diagonal = [&](int c0) { return qt.tile_diagonal(c0); };
     // the query tile's scale range (each key tile's comes with its stage)
     const scale_range qr = q_range[h * (q_rows / BM) + (sq.q_off + r0) / BM];
     const int64_t kt0 = hk * (k_rows / BN) + sq.k_off / BN; // the sequence's first key tile
@@ -176,34 +159,9 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
     if (warp < 4) { // the producer
         if constexpr (NCONS == 2)
             asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PRODUCER_REGS));
-        if (threadIdx.x == 0) {
-            bar_expect(&sh.q_full, sizeof sh.q + sizeof sh.qs);
-            for (int pn = 0; pn < D / PW<D>; pn++)
-                tma_load(sh.q + pn * BM * PW<D>, &map_q, pn * PW<D>, (int)(h * q_rows + sq.q_off + r0), &sh.q_full);
-            tma_load(sh.qs, &map_qs, (int)(sq.q_off + r0), h * DB, &sh.q_full);
-            for (int kt = 0, s = 0, phase = 0; kt < nkt; kt++) {
-                if (kt >= STAGES<D>)
-                    bar_wait_idle(&sh.empty[s], phase ^ 1);
-                const int64_t key = sq.k_off + (int64_t)kt * BN;
-                kv_stage<D> &st = sh.st[s];
-                const bool diag = tile_diagonal(kt * BN);
-                // the ranges by plain stores, which the arrival releases to
-                // the consumers' wait
-                sh.krange[s] = k_range[kt0 + kt], sh.vrange[s] = v_range[kt0 + kt];
-                bar_expect(&sh.full[s], (uint32_t)(sizeof st + (diag ? sizeof sh.vbf[0] : 0)));
-                if (diag) {
-                    tma_load(sh.vbf[s][0], &map_vbf, (int)key, hk * D, &sh.full[s]);
-                    tma_load(sh.vbf[s][1], &map_vbf, (int)key + 64, hk * D, &sh.full[s]);
-                }
-                for (int pn = 0; pn < D / PW<D>; pn++)
-                    tma_load(st.k + pn * BN * PW<D>, &map_k, pn * PW<D>, (int)(hk * k_rows + key), &sh.full[s]);
-                tma_load(st.vt, &map_vt, (int)key, hk * D, &sh.full[s]);
-                tma_load(st.ks, &map_ks, (int)key, hk * DB, &sh.full[s]);
-                tma_load(st.vs, &map_vs, 0, (int)(hk * (k_rows / 32) + key / 32), &sh.full[s]);
-                if (++s == STAGES<D>)
-                    s = 0, phase ^= 1;
-            }
-        }
+        if (threadIdx.x == 0)
+            produce<D, LEAK>(sh, kv_maps{&map_q, &map_k, &map_vt, &map_qs, &map_ks, &map_vs, &map_vbf}, qt, sq, h, hk,
+                             q_rows, k_rows, k_range + kt0, v_range + kt0);
         return;
     }
     if constexpr (NCONS == 2) // (with one, the kernel has the registers of 256 threads from the start)
@@ -709,34 +667,7 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
             s = 0, phase ^= 1;
     }
 
-    // l: the eight partials of a row, two a thread of its quad, combined
-    // by mxfa_ref_row_sum's tree a level a shuffle: thread t's L_2t + L_2t+1,
-    // then with thread t ^ 1's ((L0 + L1) + (L2 + L3) at t = 0 and 1, the
-    // other half at 2 and 3), then with thread t ^ 2's (addition commutes,
-    // so all four get the same bits), times 2^-8
-    float l[2];
-#pragma unroll
-    for (int hh = 0; hh < 2; hh++) {
-        float v = __fadd_rn(sh.lsum[wi][2 * hh][tid], sh.lsum[wi][2 * hh + 1][tid]);
-        v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, 1));
-        v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, 2));
-        l[hh] = __fmul_rn(v, 0.00390625f);
-    }
-    // O = O / l, LSE = (m + log2 l) ln 2; rows that saw nothing: 0 and -Inf
-#pragma unroll
-    for (int hh = 0; hh < 2; hh++) {
-        const int64_t i = r0 + row0 + 8 * hh;
-        if (i >= sq.lq)
-            continue;
-        const float lr = l[hh];
-        const bool any = lr != 0.0f || lr != lr;
-        const int64_t token = sq.q0 + i;
-        for (int jj = 0; jj < D / 8; jj++)
-            for (int e = 0; e < 2; e++)
-                out.store_o(token, h, 8 * jj + 2 * t + e, any ? __fdiv_rn(o[4 * jj + 2 * hh + e], lr) : 0.0f);
-        if (out.lse && t == 0)
-            out.store_lse(token, h, any ? __fmul_rn(__fadd_rn(m[hh], mx_log2(lr)), __uint_as_float(0x3F317218u)) : NEG_INF);
-    }
+    write_rows<D>(sh.lsum[wi], tid, o, m, r0 + row0, sq, h, t, out);
 #endif
 }
 

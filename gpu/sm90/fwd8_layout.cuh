@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The sm90-fp8 attention forward's geometry (attn_fwd.cuh): its tiles, the
-// sequences of a batch as the packing and the kernel see them, the scale
-// ranges of a tile, and the kernel's shared memory.
+// The sm90-fp8 attention forward's geometry (attn_fwd.cuh): its tiles, a
+// query tile's rows and key limits, the scale ranges of a tile, and the
+// kernel's shared memory.
 #ifndef MXFA_GPU_SM90_FWD8_LAYOUT_CUH
 #define MXFA_GPU_SM90_FWD8_LAYOUT_CUH
 
@@ -28,6 +28,51 @@ template <int D> constexpr int PW = D < 128 ? D : 128;
 // tile takes two CTAs).
 template <int D, bool LEAK> constexpr int CONSUMERS = D == 256 && LEAK ? 1 : 2;
 template <int D, bool LEAK> constexpr int THREADS = (CONSUMERS<D, LEAK> + 1) * 128;
+
+// A query tile of a sequence: its rows and the key tiles it visits. Positions
+// in a sequence are ints (the offsets are int32); a row's key limit (the last
+// key it sees, bottom-right causal) is clamped to [-1, lk - 1], which keeps
+// every comparison with a key of the sequence.
+template <bool LEAK> struct query_tile {
+    int lq, lk;
+    bool causal;
+    int r0, nr;                // first row in the sequence, rows
+    int lim_first, lim_last;   // the key limits of its first and last rows
+    int nkt;                   // the key tiles its last row sees
+
+    __device__ __forceinline__ int limit(int i) const
+    {
+        const int64_t v = causal ? (int64_t)i + lk - lq : lk - 1;
+        return (int)(v < -1 ? -1 : v > lk - 1 ? lk - 1 : v);
+    }
+    // leak-free: a block that some row of the query tile sees only in part
+    // (the tile's first row sees less than all of it, its last row some of
+    // it) is multiplied in bf16, so that no V scale spans the diagonal
+    __device__ __forceinline__ bool diagonal(int kb0) const
+    {
+        const int klast = kb0 + 31 < lk - 1 ? kb0 + 31 : lk - 1;
+        return LEAK && kb0 < lk && lim_first < klast && lim_last >= kb0;
+    }
+    __device__ __forceinline__ bool tile_diagonal(int c0) const
+    {
+        bool any = false;
+        for (int kb = 0; kb < BN / 32; kb++)
+            any |= diagonal(c0 + 32 * kb);
+        return any;
+    }
+};
+
+// Query tile `tile` of the grid (sq's first_tile counts from it).
+template <bool LEAK>
+__device__ __forceinline__ query_tile<LEAK> make_query_tile(const seq_info &sq, int tile, bool causal)
+{
+    query_tile<LEAK> qt;
+    qt.lq = (int)sq.lq, qt.lk = (int)sq.lk, qt.causal = causal;
+    qt.r0 = (tile - sq.first_tile) * BM, qt.nr = qt.lq - qt.r0 < BM ? qt.lq - qt.r0 : BM;
+    qt.lim_first = qt.limit(qt.r0), qt.lim_last = qt.limit(qt.r0 + qt.nr - 1);
+    qt.nkt = (qt.lim_last + 1 + BN - 1) / BN;
+    return qt;
+}
 
 // The key of column f (0..31) of a 32-key block as P * V's A operand holds
 // it: thread t's columns 4t .. 4t + 3 and 16 + 4t .. are the keys 2t, 2t + 1,
