@@ -52,6 +52,7 @@
 #include "sm90/fwd8_epilogue.cuh"
 #include "sm90/fwd8_pack.cuh"
 #include "sm90/fwd8_producer.cuh"
+#include "sm90/fwd8_softmax.cuh"
 
 namespace mxfa_gpu {
 namespace {
@@ -61,7 +62,6 @@ using namespace sm90;
 // ---- the kernel ----
 
 #ifdef MXFA_SM90_CODE
-constexpr float NEG_INF = -__builtin_huge_valf();
 constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
 
 // A row's block of 32 P values spread over the four threads of a quad:
@@ -98,14 +98,6 @@ __device__ __forceinline__ bool normal_products(float lo_a, float hi_a, float lo
     return __fmul_rn(lo_a, lo_b) >= 0x1p-126f && __fmul_rn(hi_a, hi_b) <= 0x1p127f;
 }
 
-// The largest of v[0 .. N) (N a power of two), as a tree (NaN wins).
-template <int N> __device__ __forceinline__ float tree_max(const float *v)
-{
-    if constexpr (N == 1)
-        return v[0];
-    else
-        return fmax_nan(tree_max<N / 2>(v), tree_max<N / 2>(v + N / 2));
-}
 #endif // MXFA_SM90_CODE
 
 // P_DYNAMIC: P in row blocks of 32 keys under the rceil rule, else const
@@ -327,93 +319,9 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
             for (int i = 0; i < 64; i++)
                 x[i] = c0 + x_key(i) <= lim[(i / 2) % 2] ? x[i] : NEG_INF;
         }
-        // The rows' maxima of S * c (NaN wins, as in the reference's scan),
-        // as fl(c max S): c > 0, and a rounding never reverses an order, so
-        // it is the largest fl(S c) with one multiplication a row; the
-        // maximum as a tree, whose depth is log2 of a row's 32 scores, not
-        // their count.
-        // row hh's maximum: W chains over the
-        // row's 32 (score k of the row is element 4 (k / 2) + 2 hh + k % 2),
-        // then halves. W = 16 is a tree; at D = 256, O's 128 registers leave
-        // room for two chains only (ptxas spilled with sixteen and four)
-        auto row_max = [&](int hh) {
-            constexpr int W = D == 256 ? 2 : 16;
-            auto el = [&](int k) { return x[4 * (k / 2) + 2 * hh + k % 2]; };
-            float v[W];
-#pragma unroll
-            for (int q = 0; q < W; q++)
-                v[q] = fmax_nan(el(q), el(q + W));
-#pragma unroll
-            for (int k = 2 * W; k < 32; k++)
-                v[k % W] = fmax_nan(v[k % W], el(k));
-            return tree_max<W>(v);
-        };
-        float mx[2] = {row_max(0), row_max(1)};
-        bool vis[2], grew[2];
-        float alpha[2] = {1.0f, 1.0f};
-#pragma unroll
-        for (int hh = 0; hh < 2; hh++) {
-            for (int o2 = 1; o2 < 4; o2 <<= 1)
-                mx[hh] = fmax_nan(mx[hh], __shfl_xor_sync(0xFFFFFFFFu, mx[hh], o2));
-            mx[hh] = __fmul_rn(mx[hh], c);
-            const float m_new = m[hh] != m[hh] || mx[hh] != mx[hh] ? __uint_as_float(NAN_BITS) : fmaxf(m[hh], mx[hh]);
-            vis[hh] = m_new != NEG_INF;
-            grew[hh] = m_new > m[hh];
-            if (grew[hh]) {
-                alpha[hh] = mx_exp2(__fsub_rn(m[hh], m_new));
-                m[hh] = m_new;
-            }
-        }
-        // (alpha is 1 for a row whose max did not grow: x * 1 is x, and a
-        // NaN in O stays a NaN to the end)
-        if (grew[0] || grew[1]) {
-#pragma unroll
-            for (int i = 0; i < D / 2; i++)
-                o[i] = __fmul_rn(o[i], alpha[(i / 2) % 2]);
-        }
-        // P = 256 E(RN_f16(min(fma(S, c, b), 0))) with b = 2^-11 - m, in [0,
-        // 256], two keys in one ex2.approx.f16x2 (E: exp2.cuh); 0 for the
-        // keys a row does not see (S = -Inf). A row that sees no finite
-        // score (m_new = -Inf: its S are -Inf) takes b = -Inf, so its P are
-        // 0 too.
-        float b[2];
-#pragma unroll
-        for (int hh = 0; hh < 2; hh++)
-            b[hh] = vis[hh] ? __fsub_rn(0x1p-11f, m[hh]) : NEG_INF;
-        // The row sums: each partial scaled by alpha (1 where the max did
-        // not grow: L * 1 is L), then, a block of 32 keys at a time, the f16
-        // sums of the block's P (block_sum_f16x2): keys 8q + 2t + e of row hh
-        // (the pair at x[4q + 2hh]) go into partial 2 hh + e.
-        float part[2][2];
-#pragma unroll
-        for (int hh = 0; hh < 2; hh++)
-#pragma unroll
-            for (int e = 0; e < 2; e++)
-                part[hh][e] = __fmul_rn(sh.lsum[wi][2 * hh + e][tid], alpha[hh]);
-#pragma unroll
-        for (int kb = 0; kb < BN / 32; kb++) {
-            uint32_t ph[4][2];
-#pragma unroll
-            for (int q = 4 * kb; q < 4 * kb + 4; q++)
-#pragma unroll
-                for (int hh = 0; hh < 2; hh++) {
-                    float &x0 = x[4 * q + 2 * hh], &x1 = x[4 * q + 2 * hh + 1];
-                    ph[q - 4 * kb][hh] = p_times256(exp2_capped_sm90(x0, x1, -c, -b[hh], -b[hh]));
-                    f16x2_to_f32(ph[q - 4 * kb][hh], x0, x1);
-                }
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++) {
-                float y0, y1;
-                f16x2_to_f32(block_sum_f16x2(ph[0][hh], ph[1][hh], ph[2][hh], ph[3][hh]), y0, y1);
-                part[hh][0] = __fadd_rn(part[hh][0], y0);
-                part[hh][1] = __fadd_rn(part[hh][1], y1);
-            }
-        }
-#pragma unroll
-        for (int hh = 0; hh < 2; hh++)
-#pragma unroll
-            for (int e = 0; e < 2; e++)
-                sh.lsum[wi][2 * hh + e][tid] = part[hh][e];
+        // the online softmax: m, O and the row sums to this tile, x to P
+        bool vis[2];
+        softmax_tile<D>(x, m, o, sh.lsum[wi], tid, c, vis);
 
         // P to E4M3 (const: scale 2^0, the -8 at the promotion; dynamic: the
         // rceil rule per row and 32 keys), as the A fragments of the four
