@@ -52,6 +52,7 @@
 #include "sm90/fwd8_epilogue.cuh"
 #include "sm90/fwd8_pack.cuh"
 #include "sm90/fwd8_producer.cuh"
+#include "sm90/fwd8_scores.cuh"
 #include "sm90/fwd8_softmax.cuh"
 
 namespace mxfa_gpu {
@@ -116,13 +117,6 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
     constexpr int DB = D / 32, DH = D / 64; // blocks of D; halves of 64 columns of O
     extern __shared__ uint8_t raw[];
     attn_shared<D, LEAK> &sh = aligned_shared<attn_shared<D, LEAK>>(raw);
-    // Q and K rows of D bytes in D-byte swizzle
-    auto desc_qk = [](const uint8_t *ptr) { return PW<D> == 128 ? desc_sw128(ptr) : desc_sw64(ptr); };
-    // block db of D of row r of a Q or K tile of `rows` rows in panels: its
-    // byte offset in the tile
-    auto qk_off = [](int rows, int r, int db) {
-        return (uint64_t)((db * 32 / PW<D>) * rows * PW<D> + r * PW<D> + db * 32 % PW<D>);
-    };
     constexpr int NCONS = CONSUMERS<D, LEAK>;
     // with one consumer warpgroup, CTAs 2i and 2i + 1 take rows 0..63 and
     // 64..127 of a tile (the rule of the leak-free mask still reads the
@@ -185,125 +179,11 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
         const bool fast_s = normal_products(__uint_as_float(qr.lo), __uint_as_float(qr.hi), __uint_as_float(kr.lo),
                                             __uint_as_float(kr.hi));
 
-        // S = Q K^T block by block, promoted exactly: products of NW keys
-        // and one block of D through two partials, the next one running
-        // while one is promoted; KP keys at a time in registers (at D = 256
-        // the first 64 keys wait in s_stash while the next 64 are made).
-        constexpr int NW = D == 256 ? 32 : 64, KP = D == 256 ? 64 : BN, NC = KP / NW, NPS = DB * NC;
-        float x[64], pa[NW / 2], pb[NW / 2];
-        // product j of pass kp: block j / NC of D, keys kp KP + (j % NC) NW ..
-        // (the descriptors of the tiles' first bytes, each product's made
-        // from them by one addition: opaque, after hopper.cuh)
-        const uint64_t q_desc = opaque(desc_qk(sh.q)) + (qk_off(BM, wg * 64, 0) >> 4), k_desc = opaque(desc_qk(st.k));
-        auto issue_s = [&](float(&p)[NW / 2], int kp, int j) {
-            const int db = j / NC, k0 = kp * KP + (j % NC) * NW;
-            const uint64_t a = q_desc + (qk_off(BM, 0, db) >> 4), b = k_desc + (qk_off(BN, k0, db) >> 4);
-            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-            if constexpr (NW == 64)
-                wgmma_k32_n64(p, a, b);
-            else
-                wgmma_k32_n32(p, a, b);
-            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-        };
-        // the scales that promotion j of a pass starts with: its two rows'
-        // and its first four keys'. They are loaded before the wait for the
-        // product, so that the load's latency passes under it (loaded after,
-        // the first multiplication waited for them: the kernel's largest
-        // stall in a profile on the H200); the other keys' follow in the
-        // promotion, behind its arithmetic. Not at D = 256, whose registers
-        // are spent (ptxas spilled).
-        constexpr bool PREFETCH = D < 256;
-        struct first_scales {
-            float2 a;
-            float4 b;
-        };
-        auto s_first = [&](int kp, int j) {
-            const int db = j / NC, k16 = (kp * KP + (j % NC) * NW) / 16;
-            return first_scales{*reinterpret_cast<const float2 *>(&sh.qs[db][scale_pos_a(row0)]),
-                                *reinterpret_cast<const float4 *>(&st.ks[db][16 * k16 + 4 * t])};
-        };
-        // partial element i is element (j % NC) NW / 2 + i of the pass
-        auto promote_s = [&](float(&p)[NW / 2], float(&xs)[KP / 2], int kp, int j, const first_scales &f) {
-            const int db = j / NC, c = j % NC, k16 = (kp * KP + c * NW) / 16;
-            fence_regs(p);
-            const first_scales g = PREFETCH ? f : s_first(kp, j);
-            const float2 a = g.a;
-            // the bare fma for the whole product, or the general promotion
-            // for the whole product: two loops, not a test a value (which
-            // interleaves the rare case's long code with the common one's,
-            // and the instruction cache misses)
-            if (fast_s) {
-#pragma unroll
-                for (int j2 = 0; j2 < NW / 16; j2++) {
-                    const float4 bq =
-                        j2 == 0 ? g.b : *reinterpret_cast<const float4 *>(&st.ks[db][16 * (k16 + j2) + 4 * t]);
-                    const float bs[4] = {bq.x, bq.y, bq.z, bq.w};
-#pragma unroll
-                    for (int hj = 0; hj < 2; hj++) {
-                        const int i = 4 * (2 * j2 + hj), I = c * NW / 2 + i;
-                        xs[I + 0] = promote_fast(p[i + 0], a.x, bs[2 * hj], xs[I + 0]);
-                        xs[I + 1] = promote_fast(p[i + 1], a.x, bs[2 * hj + 1], xs[I + 1]);
-                        xs[I + 2] = promote_fast(p[i + 2], a.y, bs[2 * hj], xs[I + 2]);
-                        xs[I + 3] = promote_fast(p[i + 3], a.y, bs[2 * hj + 1], xs[I + 3]);
-                    }
-                }
-                return;
-            }
-#pragma unroll
-            for (int j2 = 0; j2 < NW / 16; j2++) {
-                const float4 bq = *reinterpret_cast<const float4 *>(&st.ks[db][16 * (k16 + j2) + 4 * t]);
-                const float bs[4] = {bq.x, bq.y, bq.z, bq.w};
-#pragma unroll
-                for (int hj = 0; hj < 2; hj++) {
-                    const int i = 4 * (2 * j2 + hj), I = c * NW / 2 + i;
-                    xs[I + 0] = promote_exact(p[i + 0], a.x, bs[2 * hj], xs[I + 0]);
-                    xs[I + 1] = promote_exact(p[i + 1], a.x, bs[2 * hj + 1], xs[I + 1]);
-                    xs[I + 2] = promote_exact(p[i + 2], a.y, bs[2 * hj], xs[I + 2]);
-                    xs[I + 3] = promote_exact(p[i + 3], a.y, bs[2 * hj + 1], xs[I + 3]);
-                }
-            }
-        };
-        auto s_pass = [&](float(&xs)[KP / 2], int kp) {
-#pragma unroll
-            for (int i = 0; i < KP / 2; i++)
-                xs[i] = 0.0f;
-            issue_s(pa, kp, 0);
-            issue_s(pb, kp, 1);
-#pragma unroll
-            for (int j = 0; j < NPS; j++) {
-                const first_scales f = PREFETCH ? s_first(kp, j) : first_scales{};
-                if (j + 1 < NPS)
-                    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-                else
-                    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-                if (j % 2 == 0) {
-                    promote_s(pa, xs, kp, j, f);
-                    if (j + 2 < NPS)
-                        issue_s(pa, kp, j + 2);
-                } else {
-                    promote_s(pb, xs, kp, j, f);
-                    if (j + 2 < NPS)
-                        issue_s(pb, kp, j + 2);
-                }
-            }
-        };
+        // S = Q K^T, promoted exactly
+        float x[64];
+        scores_tile<D, LEAK>(x, sh, st, fast_s, wg, wi, tid, row0, t);
         // element I of x: row g + 8 ((I / 2) % 2), key 8 (I / 4) + 2t + I % 2
         auto x_key = [&](int I) { return 8 * (I / 4) + 2 * t + I % 2; };
-        if constexpr (KP == BN) {
-            s_pass(x, 0);
-        } else {
-            float(&lo)[KP / 2] = *reinterpret_cast<float(*)[KP / 2]>(&x[0]);
-            float(&hi)[KP / 2] = *reinterpret_cast<float(*)[KP / 2]>(&x[KP / 2]);
-            s_pass(lo, 0);
-            static_assert(KP / 2 == sizeof sh.s_stash[0] / sizeof sh.s_stash[0][0], "the stash holds a pass");
-#pragma unroll
-            for (int I = 0; I < KP / 2; I++)
-                sh.s_stash[wi][I][tid] = lo[I];
-            s_pass(hi, 1);
-#pragma unroll
-            for (int I = 0; I < KP / 2; I++)
-                lo[I] = sh.s_stash[wi][I][tid];
-        }
 
         // x holds S. The keys a row does not see take S = -Inf, whatever
         // they hold, so that the same code serves every tile: -Inf is no
@@ -443,7 +323,7 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
             const int kb0 = c0 + 32 * kb;
             const bool use[2] = {vis[0] && kb0 <= lim[0], vis[1] && kb0 <= lim[1]};
             fence_regs(p);
-            auto v_scales = [&](int j2) { return PREFETCH ? pre.v[j2] : v_scale4(j, j2); };
+            auto v_scales = [&](int j2) { return PREFETCH<D> ? pre.v[j2] : v_scale4(j, j2); };
             // f(o, p, hh, sv) for every element of the partial: its O
             // element, its value, its row (0, 1) and its column's V scale
             auto each = [&](auto &&f) {
@@ -486,14 +366,14 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
         auto pv_pipeline = [&] {
             issue_pv(va, 0);
             issue_pv(vb, 1);
-            pv_scales cur = PREFETCH ? pv_ahead(0) : pv_scales{};
+            pv_scales cur = PREFETCH<D> ? pv_ahead(0) : pv_scales{};
 #pragma unroll
             for (int j = 0; j < NPV; j++) {
                 if (j + 1 < NPV)
                     asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
                 else
                     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-                const pv_scales next = PREFETCH && j + 1 < NPV ? pv_ahead(j + 1) : cur;
+                const pv_scales next = PREFETCH<D> && j + 1 < NPV ? pv_ahead(j + 1) : cur;
                 if (j % 2 == 0) {
                     promote_pv(va, j, cur);
                     if (j + 2 < NPV)
@@ -520,7 +400,7 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
 #pragma unroll
                     for (int c = 0; c < PVH; c++) {
                         issue_pv(va, kb * PVH + c);
-                        const pv_scales pre = PREFETCH ? pv_ahead(kb * PVH + c) : pv_scales{};
+                        const pv_scales pre = PREFETCH<D> ? pv_ahead(kb * PVH + c) : pv_scales{};
                         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
                         promote_pv(va, kb * PVH + c, pre);
                     }

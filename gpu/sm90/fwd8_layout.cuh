@@ -28,6 +28,12 @@ template <int D> constexpr int PW = D < 128 ? D : 128;
 // tile takes two CTAs).
 template <int D, bool LEAK> constexpr int CONSUMERS = D == 256 && LEAK ? 1 : 2;
 template <int D, bool LEAK> constexpr int THREADS = (CONSUMERS<D, LEAK> + 1) * 128;
+// Whether the scales a promotion starts with are loaded before the wait for
+// its product, so that the load's latency passes under it (loaded after,
+// the first multiplication waited for them: the kernel's largest stall in a
+// profile on the H200). Not at D = 256, whose registers are spent (ptxas
+// spilled).
+template <int D> constexpr bool PREFETCH = D < 256;
 
 // A query tile of a sequence: its rows and the key tiles it visits. Positions
 // in a sequence are ints (the offsets are int32); a row's key limit (the last
