@@ -59,47 +59,38 @@ __device__ __forceinline__ void softmax_tile(float (&x)[64], float (&m)[2], floa
         return tree_max<W>(v);
     };
     float mx[2] = {row_max(0), row_max(1)};
+#pragma unroll
+    for (int o2 = 1; o2 < 4; o2 <<= 1)
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++)
+            mx[hh] = fmax_nan(mx[hh], __shfl_xor_sync(0xFFFFFFFFu, mx[hh], o2));
     bool grew[2];
-    float alpha[2] = {1.0f, 1.0f};
+    float m_old[2];
 #pragma unroll
     for (int hh = 0; hh < 2; hh++) {
-        for (int o2 = 1; o2 < 4; o2 <<= 1)
-            mx[hh] = fmax_nan(mx[hh], __shfl_xor_sync(0xFFFFFFFFu, mx[hh], o2));
         mx[hh] = __fmul_rn(mx[hh], c);
         const float m_new = m[hh] != m[hh] || mx[hh] != mx[hh] ? __uint_as_float(NAN_BITS) : fmaxf(m[hh], mx[hh]);
         vis[hh] = m_new != NEG_INF;
         grew[hh] = m_new > m[hh];
-        if (grew[hh]) {
-            alpha[hh] = mx_exp2(__fsub_rn(m[hh], m_new));
+        m_old[hh] = m[hh];
+        if (grew[hh])
             m[hh] = m_new;
-        }
-    }
-    // (alpha is 1 for a row whose max did not grow: x * 1 is x, and a
-    // NaN in O stays a NaN to the end)
-    if (grew[0] || grew[1]) {
-#pragma unroll
-        for (int i = 0; i < D / 2; i++)
-            o[i] = __fmul_rn(o[i], alpha[(i / 2) % 2]);
     }
     // P = 256 E(RN_f16(min(fma(S, c, b), 0))) with b = 2^-11 - m, in [0,
     // 256], two keys in one ex2.approx.f16x2 (E: exp2.cuh); 0 for the
     // keys a row does not see (S = -Inf). A row that sees no finite
     // score (m_new = -Inf: its S are -Inf) takes b = -Inf, so its P are
-    // 0 too.
+    // 0 too. The exponentials need only b: alpha, O's rescaling and the
+    // partials' come after them (below), off the path from S to the first
+    // exponential.
     float b[2];
 #pragma unroll
     for (int hh = 0; hh < 2; hh++)
         b[hh] = vis[hh] ? __fsub_rn(0x1p-11f, m[hh]) : NEG_INF;
-    // The row sums: each partial scaled by alpha (1 where the max did
-    // not grow: L * 1 is L), then, a block of 32 keys at a time, the f16
-    // sums of the block's P (block_sum_f16x2): keys 8q + 2t + e of row hh
-    // (the pair at x[4q + 2hh]) go into partial 2 hh + e.
-    float part[2][2];
-#pragma unroll
-    for (int hh = 0; hh < 2; hh++)
-#pragma unroll
-        for (int e = 0; e < 2; e++)
-            part[hh][e] = __fmul_rn(lsum[2 * hh + e][tid], alpha[hh]);
+    // a block of 32 keys at a time, the f16 sums of the block's P
+    // (block_sum_f16x2) into y: keys 8q + 2t + e of row hh (the pair at
+    // x[4q + 2hh]) go to partial 2 hh + e
+    float y[BN / 32][2][2];
 #pragma unroll
     for (int kb = 0; kb < BN / 32; kb++) {
         uint32_t ph[4][2];
@@ -112,18 +103,35 @@ __device__ __forceinline__ void softmax_tile(float (&x)[64], float (&m)[2], floa
                 f16x2_to_f32(ph[q - 4 * kb][hh], x0, x1);
             }
 #pragma unroll
-        for (int hh = 0; hh < 2; hh++) {
-            float y0, y1;
-            f16x2_to_f32(block_sum_f16x2(ph[0][hh], ph[1][hh], ph[2][hh], ph[3][hh]), y0, y1);
-            part[hh][0] = __fadd_rn(part[hh][0], y0);
-            part[hh][1] = __fadd_rn(part[hh][1], y1);
-        }
+        for (int hh = 0; hh < 2; hh++)
+            f16x2_to_f32(block_sum_f16x2(ph[0][hh], ph[1][hh], ph[2][hh], ph[3][hh]), y[kb][hh][0], y[kb][hh][1]);
     }
+    // alpha = exp2(m_old - m_new) where the maximum grew, computed in every
+    // lane and selected (a branch would part the warp's schedule), else 1:
+    // x * 1 is x, and a NaN in O stays a NaN to the end
+    float alpha[2];
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        const float a = mx_exp2(__fsub_rn(m_old[hh], m[hh]));
+        alpha[hh] = grew[hh] ? a : 1.0f;
+    }
+    if (grew[0] || grew[1]) {
+#pragma unroll
+        for (int i = 0; i < D / 2; i++)
+            o[i] = __fmul_rn(o[i], alpha[(i / 2) % 2]);
+    }
+    // The row sums: each partial scaled by alpha (1 where the max did not
+    // grow: L * 1 is L), then the tile's block sums added in key order.
 #pragma unroll
     for (int hh = 0; hh < 2; hh++)
 #pragma unroll
-        for (int e = 0; e < 2; e++)
-            lsum[2 * hh + e][tid] = part[hh][e];
+        for (int e = 0; e < 2; e++) {
+            float part = __fmul_rn(lsum[2 * hh + e][tid], alpha[hh]);
+#pragma unroll
+            for (int kb = 0; kb < BN / 32; kb++)
+                part = __fadd_rn(part, y[kb][hh][e]);
+            lsum[2 * hh + e][tid] = part;
+        }
 }
 
 #endif // MXFA_SM90_CODE

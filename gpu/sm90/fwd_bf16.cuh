@@ -308,7 +308,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
             mask_scores<BN>(s, vis);
         }
-        return softmax_tile<BN, P_DYNAMIC>(s, r, p.c, pset);
+        return softmax_tile<BN, P_DYNAMIC, D < 256>(s, r, p.c, pset);
     };
     // O += P(j) V(j) from P set pset, waited for, V's stage released
     auto pv = [&](int j, const uint32_t(&pset)[BN / 16][4]) {

@@ -109,38 +109,50 @@ template <int BN> __device__ __forceinline__ void mask_scores(float (&s)[BN / 2]
 // overwritten; c: fl(scale * log2 e). pa: the bf16 A fragments of P, one a
 // k16 step. P_DYNAMIC: P in row blocks of 32 keys under the rceil rule,
 // else one scale 2^-8.
-template <int BN, bool P_DYNAMIC>
+template <int BN, bool P_DYNAMIC, bool LATE_ALPHA>
 __device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, float c, uint32_t (&pa)[BN / 16][4])
 {
     // the maximum, in any order (max is exact; any NaN makes it NaN): a
-    // tree, whose depth is log2 of a row's BN / 4 scores, not their count
+    // tree, whose depth is log2 of a row's BN / 4 scores, not their count;
+    // the two rows side by side through the quad's shuffles
     float mx[2] = {row_max<BN, 0, BN / 8>(s, 0), row_max<BN, 0, BN / 8>(s, 1)};
+#pragma unroll
+    for (int lane_bit = 1; lane_bit <= 2; lane_bit *= 2)
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++)
+            mx[hh] = fmax_nan(mx[hh], __shfl_xor_sync(0xFFFFFFFFu, mx[hh], lane_bit));
     max_step st;
-    float nb[2]; // -b: exp2_capped_sm90's offset
-    bool m_was_inf[2];
+    float nb[2], m_old[2]; // -b: exp2_capped_sm90's offset
 #pragma unroll
     for (int hh = 0; hh < 2; hh++) {
-        mx[hh] = fmax_nan(mx[hh], __shfl_xor_sync(0xFFFFFFFFu, mx[hh], 1));
-        mx[hh] = fmax_nan(mx[hh], __shfl_xor_sync(0xFFFFFFFFu, mx[hh], 2));
         const float m_new = fmax_nan(r.m[hh], __fmul_rn(mx[hh], c));
-        m_was_inf[hh] = r.m[hh] == NEG_INF;
+        m_old[hh] = r.m[hh];
         st.grows[hh] = m_new > r.m[hh];
-        st.alpha[hh] = st.grows[hh] ? mx_exp2(__fsub_rn(r.m[hh], m_new)) : 1.0f;
+        if constexpr (!LATE_ALPHA) {
+            st.alpha[hh] = st.grows[hh] ? mx_exp2(__fsub_rn(r.m[hh], m_new)) : 1.0f;
+#pragma unroll
+            for (int e = 0; e < 2; e++)
+                r.part[hh][e] = st.grows[hh] ? __fmul_rn(r.part[hh][e], st.alpha[hh]) : r.part[hh][e];
+            st.alpha[hh] = st.grows[hh] && r.m[hh] == NEG_INF ? -0.0f : st.alpha[hh];
+        }
         if (st.grows[hh])
             r.m[hh] = m_new;
         // nothing seen yet (m -Inf): P is 0 wherever the score is -Inf, and a
         // NaN score stays NaN
         nb[hh] = r.m[hh] == NEG_INF ? -NEG_INF : -__fsub_rn(0x1p-11f, r.m[hh]);
-#pragma unroll
-        for (int e = 0; e < 2; e++)
-            r.part[hh][e] = st.grows[hh] ? __fmul_rn(r.part[hh][e], st.alpha[hh]) : r.part[hh][e];
-        st.alpha[hh] = st.grows[hh] && m_was_inf[hh] ? -0.0f : st.alpha[hh];
     }
+    // LATE_ALPHA: the exponentials need only nb, and alpha and the
+    // partials' scaling come after them (below), off the path from S to the
+    // first exponential; the block sums wait in y, and join the partials in
+    // the reference's order. (At D = 256, where O takes 128 registers, the
+    // sixteen of y cost more than the shorter path gains: there alpha comes
+    // first and each block's sums go straight into the partials.)
+    float y[BN / 32][2][2];
     // a block of 32 keys (four j, two rows) at a time, so that a block's
     // scores turn into its P fragments before the next block's exponentials:
     // P as f16 pairs (keys 8j + 2t and 8j + 2t + 1 of row hh in ph[j][hh]),
-    // the block's sums into the partials, then P to E4M3 and back. s keeps
-    // P in fp32 for dynamic P's scales.
+    // the block's f16 sums into y, then P to E4M3 and back. s keeps P in
+    // fp32 for dynamic P's scales.
 #pragma unroll
     for (int kb = 0; kb < BN / 32; kb++) {
         uint32_t ph[4][2];
@@ -155,10 +167,11 @@ __device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, f
             }
 #pragma unroll
         for (int hh = 0; hh < 2; hh++) {
-            float y0, y1;
-            f16x2_to_f32(block_sum_f16x2(ph[0][hh], ph[1][hh], ph[2][hh], ph[3][hh]), y0, y1);
-            r.part[hh][0] = __fadd_rn(r.part[hh][0], y0);
-            r.part[hh][1] = __fadd_rn(r.part[hh][1], y1);
+            f16x2_to_f32(block_sum_f16x2(ph[0][hh], ph[1][hh], ph[2][hh], ph[3][hh]), y[kb][hh][0], y[kb][hh][1]);
+            if constexpr (!LATE_ALPHA) {
+                r.part[hh][0] = __fadd_rn(r.part[hh][0], y[kb][hh][0]);
+                r.part[hh][1] = __fadd_rn(r.part[hh][1], y[kb][hh][1]);
+            }
         }
         uint32_t scale[2] = {0x7Fu, 0x7Fu};
         float rcp[2] = {1.0f, 1.0f};
@@ -194,6 +207,23 @@ __device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, f
                     a = p_pair_const(two);
                 }
             }
+    }
+    // alpha = exp2(m_old - m_new) where the maximum grew, computed in every
+    // lane and selected (a branch here would part the warp's schedule); the
+    // partials scaled by it, then the tile's block sums added in key order
+#pragma unroll
+    for (int hh = 0; hh < 2 && LATE_ALPHA; hh++) {
+        const float a = mx_exp2(__fsub_rn(m_old[hh], r.m[hh]));
+        st.alpha[hh] = st.grows[hh] ? a : 1.0f;
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            float part = st.grows[hh] ? __fmul_rn(r.part[hh][e], a) : r.part[hh][e];
+#pragma unroll
+            for (int kb = 0; kb < BN / 32; kb++)
+                part = __fadd_rn(part, y[kb][hh][e]);
+            r.part[hh][e] = part;
+        }
+        st.alpha[hh] = st.grows[hh] && m_old[hh] == NEG_INF ? -0.0f : st.alpha[hh];
     }
     return st;
 }
