@@ -211,19 +211,21 @@ __device__ __forceinline__ max_step softmax_tile(float (&s)[BN / 2], rows2 &r, f
     // alpha = exp2(m_old - m_new) where the maximum grew, computed in every
     // lane and selected (a branch here would part the warp's schedule); the
     // partials scaled by it, then the tile's block sums added in key order
+    if constexpr (LATE_ALPHA) {
 #pragma unroll
-    for (int hh = 0; hh < 2 && LATE_ALPHA; hh++) {
-        const float a = mx_exp2(__fsub_rn(m_old[hh], r.m[hh]));
-        st.alpha[hh] = st.grows[hh] ? a : 1.0f;
+        for (int hh = 0; hh < 2; hh++) {
+            const float a = mx_exp2(__fsub_rn(m_old[hh], r.m[hh]));
+            st.alpha[hh] = st.grows[hh] ? a : 1.0f;
 #pragma unroll
-        for (int e = 0; e < 2; e++) {
-            float part = st.grows[hh] ? __fmul_rn(r.part[hh][e], a) : r.part[hh][e];
+            for (int e = 0; e < 2; e++) {
+                float part = st.grows[hh] ? __fmul_rn(r.part[hh][e], a) : r.part[hh][e];
 #pragma unroll
-            for (int kb = 0; kb < BN / 32; kb++)
-                part = __fadd_rn(part, y[kb][hh][e]);
-            r.part[hh][e] = part;
+                for (int kb = 0; kb < BN / 32; kb++)
+                    part = __fadd_rn(part, y[kb][hh][e]);
+                r.part[hh][e] = part;
+            }
+            st.alpha[hh] = st.grows[hh] && m_old[hh] == NEG_INF ? -0.0f : st.alpha[hh];
         }
-        st.alpha[hh] = st.grows[hh] && m_old[hh] == NEG_INF ? -0.0f : st.alpha[hh];
     }
     return st;
 }

@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <utility>
+
 enum { ITERS = 256, CHAINS = 8, THREADS = 1024 };
 
 enum op_kind {
@@ -115,18 +117,26 @@ static int failed(cudaError_t e)
     return 1;
 }
 
+// The device buffers of the measurements and the host copy of the cycles.
+struct probe {
+    int sms;
+    uint32_t *out;
+    long long *cycles;
+    long long host[1024];
+};
+
 // Thread instructions a clock on one SM (the fastest SM's loop), a pair's
 // counted as two.
-template <int A, int B> static int measure(int sms, uint32_t *out, long long *cycles, long long *host)
+template <int A, int B> static int measure(probe &p)
 {
     for (int round = 0; round < 2; round++) // the first warms up
-        rate<A, B><<<sms, THREADS>>>(out, cycles);
+        rate<A, B><<<p.sms, THREADS>>>(p.out, p.cycles);
     if (failed(cudaGetLastError()) || failed(cudaDeviceSynchronize()) ||
-        failed(cudaMemcpy(host, cycles, sizeof(long long) * (size_t)sms, cudaMemcpyDeviceToHost)))
+        failed(cudaMemcpy(p.host, p.cycles, sizeof(long long) * (size_t)p.sms, cudaMemcpyDeviceToHost)))
         return 1;
-    long long best = host[0];
-    for (int i = 1; i < sms; i++)
-        best = host[i] < best ? host[i] : best;
+    long long best = p.host[0];
+    for (int i = 1; i < p.sms; i++)
+        best = p.host[i] < best ? p.host[i] : best;
     const double per = (double)THREADS * ITERS * CHAINS * (B != A ? 2 : 1) / (double)best;
     char name[96];
     if (B != A)
@@ -137,38 +147,32 @@ template <int A, int B> static int measure(int sms, uint32_t *out, long long *cy
     return 0;
 }
 
+// Every kind alone, in the order of op_kind; the first failure stops it.
+template <int... K> static int each_alone(probe &p, std::integer_sequence<int, K...>)
+{
+    return (measure<K, K>(p) || ...);
+}
+
 int main(void)
 {
-    int devices = 0, sms = 0, major = 0;
+    static probe p;
+    int devices = 0, major = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0 ||
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess || major != 9) {
         printf("pipe-probe: no Hopper GPU (compute capability 9.x) here\n");
         return 77;
     }
-    if (failed(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0)))
+    if (failed(cudaDeviceGetAttribute(&p.sms, cudaDevAttrMultiProcessorCount, 0)))
         return 1;
-    uint32_t *out = nullptr;
-    long long *cycles = nullptr;
-    long long host[1024];
-    if (sms > 1024 || failed(cudaMalloc(&out, sizeof(uint32_t) * THREADS * (size_t)sms)) ||
-        failed(cudaMalloc(&cycles, sizeof(long long) * (size_t)sms)))
+    if (p.sms > 1024 || failed(cudaMalloc(&p.out, sizeof(uint32_t) * THREADS * (size_t)p.sms)) ||
+        failed(cudaMalloc(&p.cycles, sizeof(long long) * (size_t)p.sms)))
         return 1;
-    const int bad = measure<CVT_F16X2_F32, CVT_F16X2_F32>(sms, out, cycles, host) ||
-                    measure<EX2_F16X2, EX2_F16X2>(sms, out, cycles, host) ||
-                    measure<CVT_E4M3X2, CVT_E4M3X2>(sms, out, cycles, host) ||
-                    measure<CVT_F16X2_E4M3, CVT_F16X2_E4M3>(sms, out, cycles, host) ||
-                    measure<MUL_F16X2, MUL_F16X2>(sms, out, cycles, host) ||
-                    measure<MUL_BF16X2, MUL_BF16X2>(sms, out, cycles, host) ||
-                    measure<ADD_F16X2, ADD_F16X2>(sms, out, cycles, host) ||
-                    measure<FMA_F32, FMA_F32>(sms, out, cycles, host) ||
-                    measure<MAX_F32, MAX_F32>(sms, out, cycles, host) ||
-                    measure<PRMT, PRMT>(sms, out, cycles, host) ||
-                    measure<CVT_F32_F16, CVT_F32_F16>(sms, out, cycles, host) ||
-                    measure<CVT_F16X2_F32, EX2_F16X2>(sms, out, cycles, host) ||
-                    measure<EX2_F16X2, FMA_F32>(sms, out, cycles, host) ||
-                    measure<CVT_F16X2_F32, FMA_F32>(sms, out, cycles, host) ||
-                    measure<CVT_F16X2_F32, CVT_E4M3X2>(sms, out, cycles, host);
-    cudaFree(out);
-    cudaFree(cycles);
+    // then the pairs: an exponential beside a conversion, each beside an
+    // fma, and two conversions
+    const int bad = each_alone(p, std::make_integer_sequence<int, OP_KINDS>()) ||
+                    measure<CVT_F16X2_F32, EX2_F16X2>(p) || measure<EX2_F16X2, FMA_F32>(p) ||
+                    measure<CVT_F16X2_F32, FMA_F32>(p) || measure<CVT_F16X2_F32, CVT_E4M3X2>(p);
+    cudaFree(p.out);
+    cudaFree(p.cycles);
     return bad ? 1 : 0;
 }
