@@ -234,9 +234,12 @@ __global__ void bwd_prep_rows(const float *lse, int64_t ls0, int64_t ls1, nd3 do
 }
 
 // dQ = fl(dQ scale) from the packed rows [H][rows][D] into the output; a
-// thread four columns of a row. Grid x over rows * D / 4, y the heads.
+// thread four columns of a row. A query tile whose semaphore (sem[H][rows /
+// BMQ]) is still 0 was visited by no item: its dQ is +0, and its rows of
+// dq were never written. Grid x over rows * D / 4, y the heads.
 template <int D>
-__global__ void bwd_finish_q(const float *dq, const seq_info *seqs, int batch, int64_t rows, float scale, nd3 out)
+__global__ void bwd_finish_q(const float *dq, const int *sem, const seq_info *seqs, int batch, int64_t rows,
+                             float scale, nd3 out)
 {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, h = blockIdx.y;
     const int64_t p = i / (D / 4);
@@ -244,7 +247,9 @@ __global__ void bwd_finish_q(const float *dq, const seq_info *seqs, int batch, i
     int64_t token;
     if (p >= rows || packed_token(seqs, batch, false, p, &token) < 0)
         return;
-    const float4 v = *reinterpret_cast<const float4 *>(dq + (h * rows + p) * D + c);
+    const bool visited = sem[h * (rows / bwd90::BMQ) + p / bwd90::BMQ] != 0;
+    const float4 v = visited ? *reinterpret_cast<const float4 *>(dq + (h * rows + p) * D + c)
+                             : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (out.dtype == MXFA_BF16 && out.s2 == 1) {
         uint16_t *ob = reinterpret_cast<uint16_t *>(out.base) + token * out.s0 + h * out.s1 + c;
         if (reinterpret_cast<uintptr_t>(ob) % 8 == 0) { // (a bf16 row: the four as one store)
@@ -402,9 +407,10 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
     seq_info *dseqs = reinterpret_cast<seq_info *>(base + at[9]);
     float *dk = direct ? nullptr : reinterpret_cast<float *>(base + at[10]);
     float *dv = direct ? nullptr : reinterpret_cast<float *>(base + at[11]);
-    // zeros: dQ's accumulator, the semaphores, delta (padding rows); pofs
-    // unseen (padding rows); then the packing, each tensor in one launch
-    e = cudaMemsetAsync(base, 0, at[4], stream);
+    // zeros: the semaphores, delta (padding rows) (dQ's accumulator needs
+    // none: each chain's first item starts from +0); pofs unseen (padding
+    // rows); then the packing, each tensor in one launch
+    e = cudaMemsetAsync(base + at[1], 0, at[4] - at[1], stream);
     if (e == cudaSuccess) {
         fill_u32<<<blocks_for(hq * q_rows, 256), 256, 0, stream>>>(reinterpret_cast<uint32_t *>(pofs), hq * q_rows,
                                                                    POFS_UNSEEN);
@@ -495,7 +501,7 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
     // query heads
     if (e == cudaSuccess) {
         bwd_finish_q<D><<<dim3(blocks_for(q_rows * D / 4, 256), (unsigned)hq), 256, 0, stream>>>(
-            dq, dseqs, batch, q_rows, a.softmax_scale, a.dq);
+            dq, sem, dseqs, batch, q_rows, a.softmax_scale, a.dq);
         if (!direct)
             bwd_finish_kv<D><<<dim3(blocks_for(k_rows * D, 256), (unsigned)hkv), 256, 0, stream>>>(
                 dk, dv, dseqs, batch, k_rows, (int)group, a.softmax_scale, a.dk, a.dv);
@@ -589,7 +595,7 @@ template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stre
     float *dk = direct ? nullptr : reinterpret_cast<float *>(base + at[16]);
     float *dv = direct ? nullptr : reinterpret_cast<float *>(base + at[17]);
     uint16_t *kraw = reinterpret_cast<uint16_t *>(base + at[18]);
-    e = cudaMemsetAsync(base, 0, at[4], stream);
+    e = cudaMemsetAsync(base + at[1], 0, at[4] - at[1], stream); // (not dQ's: as the sm90-bf16 path)
     if (e == cudaSuccess && SW > DB) // (the rows' padding, which no thread reads, defined all the same)
         e = cudaMemsetAsync(base + at[11], 0, at[15] - at[11], stream);
     if (e == cudaSuccess) {
@@ -688,7 +694,7 @@ template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stre
     }
     if (e == cudaSuccess) {
         bwd_finish_q<D><<<dim3(blocks_for(q_rows * D / 4, 256), (unsigned)hq), 256, 0, stream>>>(
-            dq, dseqs, batch, q_rows, a.softmax_scale, a.dq);
+            dq, sem, dseqs, batch, q_rows, a.softmax_scale, a.dq);
         if (!direct)
             bwd_finish_kv<D><<<dim3(blocks_for(k_rows * D, 256), (unsigned)hkv), 256, 0, stream>>>(
                 dk, dv, dseqs, batch, k_rows, (int)group, a.softmax_scale, a.dk, a.dv);

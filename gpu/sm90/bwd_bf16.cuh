@@ -377,7 +377,12 @@ __device__ __forceinline__ void store_frag_row(const nd3 &out, int64_t tok, int6
 // the CTA's items, in order, the query tile's turn on its semaphore (key
 // tile t), dQ's rows loaded into dqb (the acquire ordered before the async
 // proxy's reads), the consumers' sums stored back once they are done, and
-// after the query tile's last step the turn passed on. The fused kernels'
+// after the query tile's last step the turn passed on. Item 0 (t = 0) is
+// every query tile's first (an item's query tiles begin no earlier than
+// the items before it do): it loads nothing, and the consumers start its
+// chain from +0, so that dQ's buffer needs no zeros beforehand (a query
+// tile that no item visits is left as it was, and its semaphore at 0 says
+// so to bwd_finish_q). The fused kernels'
 // (this one's and bwd_fp8.cuh's): KEYS keys an item, BQ queries a step.
 template <int KEYS, int BQ, int D>
 __device__ __forceinline__ void dq_agent(const bwd_params &p, float (&dqb)[D / 32][BQ * 32], uint64_t *dq_full,
@@ -400,9 +405,13 @@ __device__ __forceinline__ void dq_agent(const bwd_params &p, float (&dqb)[D / 3
                     __nanosleep(64);
                 asm volatile("fence.proxy.async.global;" ::: "memory");
                 const int row = (int)(it.h * p.q_rows + it.sq.q_off) + r0;
-                bar_expect(dq_full, sizeof dqb);
-                for (int pn = 0; pn < D / 32; pn++)
-                    tma_load(dqb[pn], map_dq, 32 * pn, row, dq_full);
+                if (it.t == 0) {
+                    bar_arrive(dq_full); // (the chain's first: the consumers start from +0)
+                } else {
+                    bar_expect(dq_full, sizeof dqb);
+                    for (int pn = 0; pn < D / 32; pn++)
+                        tma_load(dqb[pn], map_dq, 32 * pn, row, dq_full);
+                }
                 bar_wait_idle(dq_done, jd & 1);
                 for (int pn = 0; pn < D / 32; pn++)
                     tma_store(map_dq, 32 * pn, row, dqb[pn]);
@@ -790,7 +799,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     for (int mi = 0; mi < 2; mi++)
 #pragma unroll
                         for (int i = 0; i < BQ / 2; i++)
-                            dq[mi][i] = dq_at(mi, i);
+                            dq[mi][i] = it.t == 0 ? 0.0f : dq_at(mi, i);
                     const unsigned diag = diag_bits(qi);
                     wgmma_fence();
 #pragma unroll
@@ -830,7 +839,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     };
 #pragma unroll
                     for (int i = 0; i < D / 4; i += 2) {
-                        const float2 v2 = *dq_pair(i);
+                        const float2 v2 = it.t == 0 ? make_float2(0.0f, 0.0f) : *dq_pair(i);
                         dq[i] = v2.x, dq[i + 1] = v2.y;
                     }
                     const unsigned diag = diag_bits(qi);

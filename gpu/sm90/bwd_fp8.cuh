@@ -695,7 +695,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                         bar_wait(&sh.dq_full, j & 1);
 #pragma unroll
                         for (int i = 0; i < DQN / 2; i++)
-                            dq[i] = dq_at(i);
+                            dq[i] = it.t == 0 ? 0.0f : dq_at(i);
                     }
                     if (k == 4 * NP - 1)
                         hold_fragments(da);
