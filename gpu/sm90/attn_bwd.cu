@@ -20,42 +20,96 @@ using namespace sm90;
 
 // ---- the fused sm90-bf16 path: its packing and stores ----
 
+// The 32 packed rows from p0 (a multiple of 32) of a head: the packing
+// pads a sequence's rows to a multiple of 128 (packed_rows), so all of them
+// are one sequence's. *token0: the token of row p0 (if it holds one); returns how
+// many rows from p0 on hold tokens (rows p0 + r with r below it; none where
+// it is at most 0, and it may exceed 32).
+__device__ __forceinline__ int64_t packed_rows32(const seq_info *seqs, int batch, bool keys, int64_t p0,
+                                                 int64_t *token0)
+{
+    const int b = last_at_or_below(batch, p0, [&](int s) { return keys ? seqs[s].k_off : seqs[s].q_off; });
+    const int64_t j = p0 - (keys ? seqs[b].k_off : seqs[b].q_off), len = keys ? seqs[b].lk : seqs[b].lq;
+    *token0 = (keys ? seqs[b].k0 : seqs[b].q0) + j;
+    return len - j;
+}
+
+// Whether x is bf16 rows whose every piece of 8 elements from a multiple
+// of 8 is 16-byte aligned (one vector load).
+__device__ __forceinline__ bool bf16_rows16(const nd3 &x)
+{
+    return x.dtype == MXFA_BF16 && x.s2 == 1 && x.s0 % 8 == 0 && x.s1 % 8 == 0 &&
+           reinterpret_cast<uintptr_t>(x.base) % 16 == 0;
+}
+
+// A warp's 32 x 32 block: packed rows p0 .. p0 + 31 (p0 a multiple of 32),
+// columns c0 .. c0 + 31 of head h, as fp32 bits (bf16 widened). Lane l
+// takes the 8 columns c0 + 8 (l % 4) of rows p0 + l / 4 + 8 k into
+// v[8 k .. 8 k + 7], k = 0 .. 3, zeros where the row holds no token
+// (real[k] false): each load of the warp covers eight whole 64-byte pieces
+// of rows, and the batch's table is searched once a warp. (A lane a row,
+// and a search a row, made each load a gather of 32 pieces of 16 bytes:
+// 74 against 59 us a tensor at 4,16,4096,128 on the H200.)
+__device__ __forceinline__ void load_block(const nd3 &x, const seq_info *seqs, int batch, bool keys, int64_t h,
+                                           int64_t p0, int c0, int lane, uint32_t v[32], bool real[4])
+{
+    int64_t token0 = 0;
+    const int64_t n = packed_rows32(seqs, batch, keys, p0, &token0);
+    const int c = c0 + 8 * (lane % 4);
+#pragma unroll
+    for (int k = 0; k < 32; k++)
+        v[k] = 0;
+    const bool rows16 = bf16_rows16(x); // (then one address and a stride)
+    const int64_t at = (token0 + lane / 4) * x.s0 + h * x.s1 + c; // (row p0 + l / 4's piece)
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const int r = lane / 4 + 8 * k;
+        real[k] = r < n;
+        if (!real[k])
+            continue;
+        if (rows16) {
+            const uint4 q = *reinterpret_cast<const uint4 *>(reinterpret_cast<const uint16_t *>(x.base) + at +
+                                                             8 * k * x.s0);
+            const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                v[8 * k + 2 * i] = w[i] << 16, v[8 * k + 2 * i + 1] = w[i] & 0xFFFF0000u;
+        } else {
+            load8_bits(x, token0 + r, h, c, v + 8 * k);
+        }
+    }
+}
+
+// The rule of a square block that load_block loaded (the whole warp calls it).
+__device__ __forceinline__ block_rule square_rule(const fp8_fmt &f, int preset, const uint32_t v[32], bool *plain)
+{
+    uint32_t top = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        top = umax(top, lane_top(v + 8 * k));
+    return warp_rule<32>(f, preset, reduce_max(top, 32), v, 32, plain);
+}
+
 // Q, K or dO: x [tokens][H][D] (fp32 or bf16, any strides) quantized in
 // square blocks of 32 tokens x 32 columns (each sequence's blocks from its
 // first token) and widened to bf16 rows [H][rows][D] (packed rows; padding
-// rows zero). A warp a block: lane l takes 8 columns (c0 + 8 (l % 4)) of
-// the block's tokens l / 4, + 8, + 16, + 24, so that each load and store of
-// the warp covers eight whole 64-byte pieces of rows (a lane a token, as
-// before, made each a gather of 32 pieces of 16 bytes: 74 us a tensor at
-// 4,16,4096,128 on the H200); the block's rule from the warp's statistics.
-// Grid x over rows / 32 * D / 32 / 4 blocks of 4 warps, y over the heads.
+// rows zero). A warp a block, loaded by load_block and stored the same
+// way; the block's rule from the warp's statistics. Grid x over rows / 32
+// * D / 32 / 4 blocks of 4 warps, y over the heads.
 template <int D>
 __global__ void __launch_bounds__(128) bwd_pack_square(nd3 x, int preset, const seq_info *seqs, int batch,
                                                        bool keys, uint16_t *rows_out, int64_t rows)
 {
     const int64_t wgl = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32, h = blockIdx.y;
     const int lane = (int)threadIdx.x % 32;
-    const int64_t p0 = (wgl / (D / 32)) * 32 + lane / 4; // this lane's rows: p0, p0 + 8, p0 + 16, p0 + 24
-    const int c = (int)(wgl % (D / 32)) * 32 + 8 * (lane % 4);
+    const int64_t p0 = (wgl / (D / 32)) * 32;
+    const int c0 = (int)(wgl % (D / 32)) * 32;
     bool real[4];
     uint32_t v[32];
-#pragma unroll
-    for (int k = 0; k < 32; k++)
-        v[k] = 0;
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        int64_t token = 0;
-        real[k] = p0 + 8 * k < rows && packed_token(seqs, batch, keys, p0 + 8 * k, &token) >= 0;
-        if (real[k])
-            load8_bits(x, token, h, c, v + 8 * k);
-    }
-    uint32_t top = 0;
-#pragma unroll
-    for (int k = 0; k < 4; k++)
-        top = umax(top, lane_top(v + 8 * k));
+    load_block(x, seqs, batch, keys, h, p0, c0, lane, v, real);
     const fp8_fmt f = fp8_e4m3();
     bool plain;
-    const block_rule rule = warp_rule<32>(f, preset, reduce_max(top, 32), v, 32, &plain);
+    const block_rule rule = square_rule(f, preset, v, &plain);
     uint32_t w[16];
     const bool fast = plain && !rule.poisoned && rule.scale < 0xFFu; // no NaN code, no NaN scale
 #pragma unroll
@@ -74,9 +128,10 @@ __global__ void __launch_bounds__(128) bwd_pack_square(nd3 x, int preset, const 
     }
 #pragma unroll
     for (int k = 0; k < 4; k++) {
-        if (p0 + 8 * k >= rows)
+        const int64_t p = p0 + lane / 4 + 8 * k;
+        if (p >= rows)
             continue;
-        uint4 *dst = reinterpret_cast<uint4 *>(rows_out + (h * rows + p0 + 8 * k) * D + c);
+        uint4 *dst = reinterpret_cast<uint4 *>(rows_out + (h * rows + p) * D + c0 + 8 * (lane % 4));
         *dst = real[k] ? make_uint4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]) : make_uint4(0, 0, 0, 0);
     }
 }
@@ -175,49 +230,58 @@ __global__ void __launch_bounds__(256) bwd_pack_bf16(nd3 x, const seq_info *seqs
 }
 
 // Per query row and head: P's offset pofs = fl(2^-11 - fl(LSE log2 e))
-// (POFS_UNSEEN where LSE is
-// -Inf) and delta = sum over d of dO O, products and sums rounded in
-// increasing d (the reference's loop), into packed rows [H][rows]. A thread
-// a (token, head), heads fastest.
+// (POFS_UNSEEN where LSE is -Inf) and delta = sum over d of dO O, products
+// and sums rounded in increasing d (the reference's loop), into packed rows
+// [H][rows]. A warp 32 tokens of a head, a lane a token's sums. For bf16
+// rows the warp loads 64 columns of four tokens at once, so that each load
+// is whole 128-byte lines, and their products reach the lanes that sum
+// them through shared memory (a lane a token's row of 256 bytes, loaded by
+// itself, made each load a gather of 32 pieces: 55 us at 4,16,4096,128 on
+// the H200, 2.4 TB/s). Grid x over tokens / 128, y over the heads.
 template <int D>
-__global__ void bwd_prep_rows(const float *lse, int64_t ls0, int64_t ls1, nd3 dout, nd3 o, const seq_info *seqs,
-                              int batch, int64_t tokens, float log2e, float *pofs, float *delta, int64_t rows)
+__global__ void __launch_bounds__(128) bwd_prep_rows(const float *lse, int64_t ls0, int64_t ls1, nd3 dout, nd3 o,
+                                                     const seq_info *seqs, int batch, int64_t tokens, float log2e,
+                                                     float *pofs, float *delta, int64_t rows)
 {
-    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, heads = o.n1;
-    if (i >= tokens * heads)
-        return;
-    const int64_t tok = i / heads, h = i % heads;
-    const int b = last_at_or_below(batch, tok, [&](int s) { return seqs[s].q0; });
-    const int64_t j = tok - seqs[b].q0;
-    if (j < 0 || j >= seqs[b].lq)
-        return; // (a token of no sequence)
-    const float l = lse[tok * ls0 + h * ls1];
+    __shared__ float prod[4][32][65]; // a warp's products [token][column], padded against bank conflicts
+    const int wb = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
+    const int64_t t0 = ((int64_t)blockIdx.x * 4 + wb) * 32, h = blockIdx.y, tok = t0 + lane;
+    if (t0 >= tokens)
+        return; // (the whole warp)
     float acc = 0.0f;
-    const uint16_t *du = reinterpret_cast<const uint16_t *>(dout.base) + tok * dout.s0 + h * dout.s1;
-    const uint16_t *ou = reinterpret_cast<const uint16_t *>(o.base) + tok * o.s0 + h * o.s1;
-    if (dout.dtype == MXFA_BF16 && o.dtype == MXFA_BF16 && dout.s2 == 1 && o.s2 == 1 &&
-        reinterpret_cast<uintptr_t>(du) % 16 == 0 && reinterpret_cast<uintptr_t>(ou) % 16 == 0) {
-        // bf16 rows: 64 columns of each loaded before their sums, so that a
-        // thread's loads are in flight together (one at a time, the kernel
-        // ran at a third of the memory's bandwidth)
-#pragma unroll
+    if (bf16_rows16(dout) && bf16_rows16(o)) {
+        const uint16_t *du = reinterpret_cast<const uint16_t *>(dout.base);
+        const uint16_t *ou = reinterpret_cast<const uint16_t *>(o.base);
+#pragma unroll 1
         for (int c0 = 0; c0 < D; c0 += 64) {
+            // lane: columns c0 + 8 (l % 8) .. + 7 of tokens t0 + l / 8 + 4 j
             uint4 a[8], b[8];
 #pragma unroll
-            for (int k = 0; k < 8; k++)
-                a[k] = reinterpret_cast<const uint4 *>(du + c0)[k], b[k] = reinterpret_cast<const uint4 *>(ou + c0)[k];
+            for (int j = 0; j < 8; j++) {
+                const int64_t t = t0 + lane / 8 + 4 * j, c = c0 + 8 * (lane % 8);
+                a[j] = b[j] = make_uint4(0, 0, 0, 0);
+                if (t < tokens) {
+                    a[j] = *reinterpret_cast<const uint4 *>(du + t * dout.s0 + h * dout.s1 + c);
+                    b[j] = *reinterpret_cast<const uint4 *>(ou + t * o.s0 + h * o.s1 + c);
+                }
+            }
 #pragma unroll
-            for (int k = 0; k < 8; k++) {
-                const uint32_t x[4] = {a[k].x, a[k].y, a[k].z, a[k].w}, y[4] = {b[k].x, b[k].y, b[k].z, b[k].w};
+            for (int j = 0; j < 8; j++) {
+                const uint32_t x[4] = {a[j].x, a[j].y, a[j].z, a[j].w}, y[4] = {b[j].x, b[j].y, b[j].z, b[j].w};
 #pragma unroll
                 for (int e = 0; e < 8; e++) {
                     const uint32_t xe = e % 2 ? x[e / 2] & 0xFFFF0000u : x[e / 2] << 16;
                     const uint32_t ye = e % 2 ? y[e / 2] & 0xFFFF0000u : y[e / 2] << 16;
-                    acc = __fadd_rn(acc, __fmul_rn(__uint_as_float(xe), __uint_as_float(ye)));
+                    prod[wb][lane / 8 + 4 * j][8 * (lane % 8) + e] = __fmul_rn(__uint_as_float(xe), __uint_as_float(ye));
                 }
             }
+            __syncwarp();
+#pragma unroll 16
+            for (int c = 0; c < 64; c++)
+                acc = __fadd_rn(acc, prod[wb][lane][c]);
+            __syncwarp();
         }
-    } else {
+    } else if (tok < tokens) {
 #pragma unroll 1
         for (int c = 0; c < D; c += 8) {
             uint32_t u[8], v[8];
@@ -228,6 +292,13 @@ __global__ void bwd_prep_rows(const float *lse, int64_t ls0, int64_t ls1, nd3 do
                 acc = __fadd_rn(acc, __fmul_rn(__uint_as_float(u[k]), __uint_as_float(v[k])));
         }
     }
+    if (tok >= tokens)
+        return;
+    const int b = last_at_or_below(batch, tok, [&](int s) { return seqs[s].q0; });
+    const int64_t j = tok - seqs[b].q0;
+    if (j < 0 || j >= seqs[b].lq)
+        return; // (a token of no sequence)
+    const float l = lse[tok * ls0 + h * ls1];
     const int64_t at = h * rows + seqs[b].q_off + j;
     pofs[at] = l == -__builtin_huge_valf() ? __uint_as_float(bwd90::POFS_UNSEEN) : bwd_p_offset(l, log2e);
     delta[at] = acc;
@@ -432,7 +503,7 @@ template <int D> cudaError_t fused_bf16(const attn_bwd_args &a, cudaStream_t str
         fwd90::pack_rows_bf16<D><<<dim3((unsigned)(k_rows * D / 8 / 256), (unsigned)hkv), 256, 0, stream>>>(
             a.v, a.preset, dseqs, batch, true, vw, k_rows);
         if (tq > 0)
-            bwd_prep_rows<D><<<blocks_for(tq * hq, 128), 128, 0, stream>>>(
+            bwd_prep_rows<D><<<dim3((unsigned)((tq + 127) / 128), (unsigned)hq), 128, 0, stream>>>(
                 a.lse, a.ls0, a.ls1, a.dout, a.o, dseqs, batch, tq, a.log2e, pofs, delta, q_rows);
         e = cudaGetLastError();
     }
@@ -619,7 +690,7 @@ template <int D> cudaError_t fused_fp8(const attn_bwd_args &a, cudaStream_t stre
             bwd_pack_bf16<D><<<dim3(blocks_for(k_rows * D / 8, 256), (unsigned)hkv), 256, 0, stream>>>(
                 a.k, dseqs, batch, kraw, k_rows);
         if (tq > 0)
-            bwd_prep_rows<D><<<blocks_for(tq * hq, 128), 128, 0, stream>>>(
+            bwd_prep_rows<D><<<dim3((unsigned)((tq + 127) / 128), (unsigned)hq), 128, 0, stream>>>(
                 a.lse, a.ls0, a.ls1, a.dout, a.o, dseqs, batch, tq, a.log2e, pofs, delta, q_rows);
         e = cudaGetLastError();
     }
