@@ -10,12 +10,12 @@
 // cores do the softmax (fwd_softmax.cuh).
 //
 // A CTA takes a query tile of one head: 384 threads, three warpgroups.
-// - Warpgroup 0, the producer: one thread issues the tensor-memory
-//   accelerator's copies: the Q tile once, then K and V^T a key tile at a
-//   time through rings of stages (K and V each their own full and empty
-//   barriers). V^T comes a block of 32 keys a copy, each from the quantized
-//   V or, where the leak-free mask takes the block in bf16, from V rounded
-//   from the input.
+// - Warpgroup 0, the producer (fwd_producer.cuh): one thread issues the
+//   tensor-memory accelerator's copies: the Q tile once, then K and V^T a
+//   key tile at a time through rings of stages (K and V each their own full
+//   and empty barriers). V^T comes a block of 32 keys a copy, each from the
+//   quantized V or, where the leak-free mask takes the block in bf16, from V
+//   rounded from the input.
 // - Warpgroups 1 and 2, the consumers: 64 query rows each. For key tile j a
 //   consumer issues S(j) = Q K(j)^T and, right after it, O += P(j-1) V(j-1);
 //   it waits for S(j) only and computes its softmax while the tensor cores
@@ -34,7 +34,11 @@
 #ifndef MXFA_GPU_SM90_FWD_BF16_CUH
 #define MXFA_GPU_SM90_FWD_BF16_CUH
 
+#include "sm90/fwd_epilogue.cuh"
+#include "sm90/fwd_layout.cuh"
 #include "sm90/fwd_pack.cuh"
+#include "sm90/fwd_producer.cuh"
+#include "sm90/fwd_products.cuh"
 #include "sm90/fwd_softmax.cuh"
 #include "sm90/wgmma_bf16.cuh"
 
@@ -42,154 +46,6 @@ namespace mxfa_gpu {
 namespace fwd90 {
 
 using namespace sm90;
-
-constexpr int THREADS = 384;
-constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240; // 128 x 24 + 256 x 240 <= 64K
-
-// OVERLAP: a tile's softmax overlaps the last tile's P V within the
-// warpgroup, which holds two sets of P for it; at D = 256, O's 128
-// registers a thread leave room for one, and the two warpgroups overlap
-// each other only. STAGES: K and V tiles in flight (D = 256: one each).
-template <int D, int BN> struct config {
-    static_assert(D == 64 || D == 128 || D == 256, "head dim");
-    static_assert(BN == 64 || BN == 128, "key tile");
-    static constexpr int QP = D / 64; // 64-column (128-byte) panels of Q and K rows
-    static constexpr int VP = BN / 32; // 32-key (64-byte) panels of V^T rows: a panel a block of keys
-    static constexpr int STAGES = D == 256 ? 1 : 2;
-    static constexpr bool OVERLAP = D < 256;
-};
-
-// Shared memory: Q and K in panels of 128-byte rows in 128-byte swizzle, V^T
-// in panels of 64-byte rows (a block of 32 keys) in 64-byte swizzle (the
-// accelerator writes them so, the wgmma descriptors read them so), each
-// panel 1024-byte aligned. A block of V^T comes from the quantized V or,
-// for the leak-free mask's diagonal blocks, from V rounded to bf16: a copy
-// a panel, each from its own tensor.
-template <int D, int BN> struct __align__(1024) fwd_shared {
-    using cf = config<D, BN>;
-    uint16_t q[cf::QP][BM * 64];
-    uint16_t k[cf::STAGES][cf::QP][BN * 64];
-    uint16_t v[cf::STAGES][cf::VP][D * 32]; // V^T: D rows of 32 keys a panel
-    uint64_t q_full, k_full[cf::STAGES], k_empty[cf::STAGES], v_full[cf::STAGES], v_empty[cf::STAGES];
-};
-template <int D, int BN> constexpr size_t SMEM_BYTES = sizeof(fwd_shared<D, BN>) + 1024;
-static_assert(SMEM_BYTES<256, 128> <= 227 * 1024 && SMEM_BYTES<128, 128> <= 227 * 1024,
-              "shared memory of an H100 or H200 CTA");
-
-struct fwd_params {
-    const seq_info *seqs;
-    const int *bad;     // [Hkv][k_rows / 32]
-    const int *any_bad; // whether any of them is set
-    int batch, group, tiles;
-    int64_t q_rows, k_rows;
-    float c;
-    bool causal, leak_free;
-    attn_out out;
-};
-
-#ifdef MXFA_SM90_CODE
-
-// S = Q K^T for a consumer's 64 rows: D / 16 steps, the first from zero.
-// Step kk reads 32 bytes into the rows of panel kk / 4 (2 in the
-// descriptors' address field, which counts 16 bytes).
-template <int D, int BN>
-__device__ __forceinline__ void issue_s(float (&s)[BN / 2], const fwd_shared<D, BN> &sh, int stage, int wg)
-{
-    const uint64_t qd = opaque(desc_sw128(&sh.q[0][wg * 64 * 64])), kd = opaque(desc_sw128(sh.k[stage][0]));
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-        const uint64_t da = qd + (kk / 4) * (BM * 128 / 16) + (kk % 4) * 2;
-        const uint64_t db = kd + (kk / 4) * (BN * 128 / 16) + (kk % 4) * 2;
-        if (kk == 0)
-            wgmma_bf16<BN>::ss_zero(s, da, db);
-        else
-            wgmma_bf16<BN>::ss(s, da, db);
-    }
-}
-
-// The B operand of P V step kk (16 keys): panel kk / 2 of V^T, 32 bytes in
-// for odd kk.
-template <int D, int BN> __device__ __forceinline__ uint64_t desc_v(const fwd_shared<D, BN> &sh, int stage, int kk)
-{
-    const uint64_t d = opaque(desc_sw64(sh.v[stage][0]));
-    return d + (kk / 2) * (D * 64 / 16) + (kk % 2) * 2;
-}
-
-// O += P V for one key tile, BN / 16 steps in key order.
-template <int D, int BN>
-__device__ __forceinline__ void issue_pv(float (&o)[D / 2], const uint32_t (&pa)[BN / 16][4], const fwd_shared<D, BN> &sh,
-                                         int stage)
-{
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; kk++)
-        wgmma_bf16<D>::rs(o, pa[kk], desc_v(sh, stage, kk));
-}
-
-// The same a block of 32 keys at a time, each waited for, O kept for the
-// rows that skip the block (keys from kb0 past their limit): the path of a
-// tile whose V holds a NaN or an Inf where some row skips a block.
-template <int D, int BN>
-__device__ __forceinline__ void pv_by_block(float (&o)[D / 2], const uint32_t (&pa)[BN / 16][4],
-                                            const fwd_shared<D, BN> &sh, int stage, int key0, const int (&lim)[2])
-{
-#pragma unroll
-    for (int b = 0; b < BN / 32; b++) {
-        const bool skip[2] = {key0 + 32 * b > lim[0], key0 + 32 * b > lim[1]};
-        float keep[D / 2];
-#pragma unroll
-        for (int i = 0; i < D / 2; i++)
-            keep[i] = o[i];
-        fence_regs(o);
-        fence_regs(keep);
-        wgmma_fence();
-        wgmma_bf16<D>::rs(o, pa[2 * b], desc_v(sh, stage, 2 * b));
-        wgmma_bf16<D>::rs(o, pa[2 * b + 1], desc_v(sh, stage, 2 * b + 1));
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_regs(o);
-        asm volatile("" ::"r"(pa[2 * b][0]), "r"(pa[2 * b][1]), "r"(pa[2 * b][2]), "r"(pa[2 * b][3]));
-        asm volatile("" ::"r"(pa[2 * b + 1][0]), "r"(pa[2 * b + 1][1]), "r"(pa[2 * b + 1][2]), "r"(pa[2 * b + 1][3]));
-#pragma unroll
-        for (int i = 0; i < D / 2; i++)
-            o[i] = skip[(i / 2) % 2] ? keep[i] : o[i];
-    }
-}
-
-// The output of a thread's two rows: O / l and LSE = (m + log2 l) ln 2;
-// a row that saw no key (l = 0) writes 0 and -Inf. Every NaN the canonical
-// 0x7FFFFFFF (bf16 0x7FFF).
-template <int D>
-__device__ __forceinline__ void write_rows(const float (&o)[D / 2], const rows2 &r, const fwd_params &p, const seq_info &sq,
-                                           int h, int row0)
-{
-    const int t = (int)threadIdx.x % 4;
-#pragma unroll
-    for (int hh = 0; hh < 2; hh++) {
-        const float l = row_sum(r, hh); // every thread of the quad takes part
-        const int64_t i = row0 + 8 * hh;
-        if (i >= sq.lq)
-            continue;
-        const bool any = l != 0.0f || l != l;
-        const int64_t token = sq.q0 + i;
-#pragma unroll
-        for (int j = 0; j < D / 8; j++) {
-            float v[2];
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                v[e] = any ? __fdiv_rn(o[4 * j + 2 * hh + e], l) : 0.0f;
-                v[e] = v[e] != v[e] ? __uint_as_float(0x7FFFFFFFu) : v[e];
-            }
-            p.out.store_o(token, h, 8 * j + 2 * t, v[0]);
-            p.out.store_o(token, h, 8 * j + 2 * t + 1, v[1]);
-        }
-        if (p.out.lse && t == 0) {
-            float lse = any ? __fmul_rn(__fadd_rn(r.m[hh], mx_log2(l)), __uint_as_float(0x3F317218u)) : NEG_INF;
-            p.out.store_lse(token, h, lse != lse ? __uint_as_float(0x7FFFFFFFu) : lse);
-        }
-    }
-}
-
-#endif // MXFA_SM90_CODE
 
 // CAREFUL: the launch that takes the query tiles with a NaN or an Inf in V
 // where a row may skip a block of keys (a tile that some row of the query
@@ -220,14 +76,6 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int nkt = qt.key_tiles(BN);
     // the tiles every row of the query tile sees whole (its first row sees least)
     auto whole = [&](int j) { return j * BN + BN - 1 <= qt.lim_first; };
-    // the leak-free mask's diagonal blocks of key tile j (bit b: block b)
-    auto diagonal = [&](int j) {
-        unsigned bits = 0;
-        if (p.leak_free)
-            for (int b = 0; b < BN / 32; b++)
-                bits |= (unsigned)qt.diagonal(j * BN + 32 * b) << b;
-        return bits;
-    };
     const int *bad = p.bad + (int64_t)hk * (p.k_rows / 32) + sq.k_off / 32;
     bool careful = false;
     // (the flags are read only where one is set: the careful launch's
@@ -250,26 +98,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int warp = (int)threadIdx.x / 32;
     if (warp < 4) { // the producer
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PRODUCER_REGS));
-        if (threadIdx.x == 0 && nkt > 0) {
-            bar_expect(&sh.q_full, sizeof sh.q);
-            for (int pn = 0; pn < cf::QP; pn++)
-                tma_load(sh.q[pn], &map_q, 64 * pn, (int)(h * p.q_rows + sq.q_off + qt.r0), &sh.q_full);
-            for (int j = 0; j < nkt; j++) {
-                const int s = j % STAGES, phase = (j / STAGES) & 1;
-                const int key = (int)(sq.k_off + (int64_t)j * BN);
-                if (j >= STAGES)
-                    bar_wait_idle(&sh.k_empty[s], phase ^ 1);
-                bar_expect(&sh.k_full[s], sizeof sh.k[0]);
-                for (int pn = 0; pn < cf::QP; pn++)
-                    tma_load(sh.k[s][pn], &map_k, 64 * pn, (int)(hk * p.k_rows) + key, &sh.k_full[s]);
-                if (j >= STAGES)
-                    bar_wait_idle(&sh.v_empty[s], phase ^ 1);
-                const unsigned diag = diagonal(j);
-                bar_expect(&sh.v_full[s], sizeof sh.v[0]);
-                for (int pn = 0; pn < cf::VP; pn++)
-                    tma_load(sh.v[s][pn], diag >> pn & 1u ? &map_vraw : &map_v, key + 32 * pn, hk * D, &sh.v_full[s]);
-            }
-        }
+        if (threadIdx.x == 0 && nkt > 0)
+            produce<D, BN>(sh, map_q, map_k, map_v, map_vraw, p, sq, qt, h, hk, nkt);
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(CONSUMER_REGS));
