@@ -607,20 +607,9 @@ __global__ void __launch_bounds__(THREADS, 1)
                 for (int i = 0; i < BQ / 2; i++)
                     dp[i] = 0.0f;
                 wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < D / 16; kk++) {
-                    const uint64_t da = kd + (kk / 4) * (KEYS * 128 / 16) + (kk % 4) * 2;
-                    const uint64_t db = qd + (kk / 4) * (BQ * 128 / 16) + (kk % 4) * 2;
-                    if (kk == 0)
-                        wgmma_bf16<BQ>::ss_zero(sc, da, db);
-                    else
-                        wgmma_bf16<BQ>::ss(sc, da, db);
-                }
+                chain_sw128<BQ, D, KEYS, true>(sc, kd, qd);
                 wgmma_commit();
-#pragma unroll
-                for (int kk = 0; kk < D / 16; kk++)
-                    wgmma_bf16<BQ>::ss(dp, vd + (kk / 4) * (KEYS * 128 / 16) + (kk % 4) * 2,
-                                       od + (kk / 4) * (BQ * 128 / 16) + (kk % 4) * 2);
+                chain_sw128<BQ, D, KEYS, false>(dp, vd, od);
                 wgmma_commit();
                 wgmma_wait<1>();
                 fence_regs(sc);

@@ -541,15 +541,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                             wgmma_wait<0>();
                             const uint64_t krd = desc_sw128(&sh.kr[0][kw0 * 64]), qwd = desc_sw128(sh.qw[0]);
                             wgmma_fence();
-#pragma unroll
-                            for (int kk = 0; kk < D / 16; kk++) {
-                                const uint64_t da = krd + (kk / 4) * (KEYS * 128 / 16) + (kk % 4) * 2;
-                                const uint64_t db = qwd + (kk / 4) * (BQ * 128 / 16) + (kk % 4) * 2;
-                                if (kk == 0)
-                                    wgmma_bf16<32>::ss_zero(alt, da, db);
-                                else
-                                    wgmma_bf16<32>::ss(alt, da, db);
-                            }
+                            chain_sw128<32, D, KEYS, true>(alt, krd, qwd);
                             wgmma_commit();
                             wgmma_wait<0>();
                             fence_regs(alt);

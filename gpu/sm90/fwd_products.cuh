@@ -17,21 +17,11 @@ using namespace sm90;
 #ifdef MXFA_SM90_CODE
 
 // S = Q K^T for a consumer's 64 rows: D / 16 steps, the first from zero.
-// Step kk reads 32 bytes into the rows of panel kk / 4 (2 in the
-// descriptors' address field, which counts 16 bytes).
 template <int D, int BN>
 __device__ __forceinline__ void issue_s(float (&s)[BN / 2], const fwd_shared<D, BN> &sh, int stage, int wg)
 {
     const uint64_t qd = opaque(desc_sw128(&sh.q[0][wg * 64 * 64])), kd = opaque(desc_sw128(sh.k[stage][0]));
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-        const uint64_t da = qd + (kk / 4) * (BM * 128 / 16) + (kk % 4) * 2;
-        const uint64_t db = kd + (kk / 4) * (BN * 128 / 16) + (kk % 4) * 2;
-        if (kk == 0)
-            wgmma_bf16<BN>::ss_zero(s, da, db);
-        else
-            wgmma_bf16<BN>::ss(s, da, db);
-    }
+    chain_sw128<BN, D, BM, true>(s, qd, kd);
 }
 
 // The B operand of P V step kk (16 keys): panel kk / 2 of V^T, 32 bytes in

@@ -311,6 +311,26 @@ template <int N> __device__ __forceinline__ void wgmma_wait()
     asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 
+// A chain of K / 16 steps d (+)= A B^T, the first from zero (FROM_ZERO)
+// or on d, A's 64 rows and B's N rows K-major in panels of 64 columns
+// (128-byte rows in 128-byte swizzle) of A_ROWS and N rows, da and db the
+// descriptors of their first panels: step kk reads 32 bytes into the rows
+// of panel kk / 4 (2 in the descriptors' address field, which counts 16
+// bytes).
+template <int N, int K, int A_ROWS, bool FROM_ZERO>
+__device__ __forceinline__ void chain_sw128(float (&d)[N / 2], uint64_t da, uint64_t db)
+{
+#pragma unroll
+    for (int kk = 0; kk < K / 16; kk++) {
+        const uint64_t a = da + (kk / 4) * (A_ROWS * 128 / 16) + (kk % 4) * 2;
+        const uint64_t b = db + (kk / 4) * (N * 128 / 16) + (kk % 4) * 2;
+        if (FROM_ZERO && kk == 0)
+            wgmma_bf16<N>::ss_zero(d, a, b);
+        else
+            wgmma_bf16<N>::ss(d, a, b);
+    }
+}
+
 // The A fragments of steps in flight: held (their registers neither reused
 // nor rewritten) until here, after the wait for those steps.
 template <int K> __device__ __forceinline__ void hold_fragments(const uint32_t (&a)[K][4])
