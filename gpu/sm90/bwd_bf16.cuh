@@ -37,8 +37,9 @@
 //   store once the consumers are done, and the release.
 // - Warpgroups 1 and 2, the consumers: 64 keys each (keys as the rows of
 //   every product they make, so that the score tiles are their own A
-//   operands; at D = 256 both the item's 64, each with half of D's columns
-//   of dV, dK and dQ, dQ made as dQ^T = K^T dS^T). For each step of 64
+//   operands; at D = 256 both the item's 64, in two roles, see bwd_config:
+//   the first makes S^T, P and dV, the second dP^T, dS and dK, each half
+//   of D's columns of dQ, made as dQ^T = K^T dS^T). For each step of 64
 //   queries:
 //     S^T  = K Q^T                   (N = 64 queries, along D, from zero)
 //     P = E(RN_f16(min(fma(S, c, pofs), 0))) (the f16 exponential, two
@@ -100,17 +101,21 @@ constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
 // a multiple of 8: 168 a thread)
 constexpr int CTA_REGS = 65536 / THREADS / 8 * 8;
 static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= CTA_REGS * THREADS, "register split exceeds the CTA's file");
-// named barriers (0 is __syncthreads'): both consumer warpgroups', and a
-// pair of warps' (the two that share a square block's keys): 4 + 2 wi + w / 2
-enum bwd_barrier : uint32_t { BAR_CONSUMERS = 1, BAR_PAIR0 = 4 };
+// named barriers (0 is __syncthreads'): both consumer warpgroups'; at D =
+// 256, the step's P written by the first warpgroup (which arrives) for the
+// second (which waits); and a pair of warps' (the two that share a square
+// block's keys): 4 + 2 wi + w / 2
+enum bwd_barrier : uint32_t { BAR_CONSUMERS = 1, BAR_P = 2, BAR_PAIR0 = 4 };
 
 // D = 64 and 128: an item is a key tile, 64 keys a warpgroup, each with
 // all of D; a step 64 queries. D = 256 (SPLIT): dK and dV of 64 keys and
-// all of D do not fit one warpgroup's registers, so an item is half a key
-// tile, both warpgroups make its S^T, P, dP^T and dS (the same values),
-// and each takes half of D's columns of dV, dK and dQ; a step is 32
-// queries (the shared memory of 64 would not fit), and dQ^T = K^T dS^T
-// (wgmma's M is 64: D's columns as its rows).
+// all of D do not fit one warpgroup's registers together, so an item is
+// half a key tile and the warpgroups take roles: the first makes S^T, P
+// and dV, the second dP^T, dS and dK (P, in fp32, passes from the first to
+// the second through shared memory), each over all of the item's keys
+// and all of D's columns, and each takes half of D's columns of dQ. A
+// step is 32 queries (the shared memory of 64 would not fit), and dQ^T =
+// K^T dS^T (wgmma's M is 64: D's columns as its rows).
 template <int D> struct bwd_config {
     static_assert(D == 64 || D == 128 || D == 256, "head dim");
     static constexpr int P = D / 64; // 64-column (128-byte) panels of K, V, Q and dO rows
@@ -118,7 +123,8 @@ template <int D> struct bwd_config {
     static constexpr bool SPLIT = D == 256;
     static constexpr int KEYS = SPLIT ? 64 : 128; // keys an item
     static constexpr int BQ = SPLIT ? 32 : 64;    // queries a step
-    static constexpr int DW = SPLIT ? D / 2 : D;  // columns of dK and dV a warpgroup's
+    static constexpr int DW = D;                  // columns of dK and dV a warpgroup's
+    static constexpr int ACCS = SPLIT ? 1 : 2;    // its accumulators: dV and dK, or (SPLIT) its role's
     static_assert(BN % KEYS == 0 && BMQ % BQ == 0, "an item within a key tile, steps within a query tile");
 };
 
@@ -131,10 +137,12 @@ template <int D> struct __align__(1024) bwd_shared {
     uint16_t kr[cf::P][cf::KEYS * 64]; // the leak-free mask's K (the header): A of S^T, B of dQ
     uint16_t q[cf::STAGES][cf::P][cf::BQ * 64]; // Q: B of S^T (K-major) and of dK (MN-major)
     uint16_t o[cf::STAGES][cf::P][cf::BQ * 64]; // dO: B of dP^T (K-major) and of dV (MN-major)
-    // dS: the step's query rows, 64 keys a panel (a warpgroup's; SPLIT:
-    // each warpgroup's copy of the item's), A of dQ (SPLIT: B of dQ^T);
+    // dS: the step's query rows, 64 keys a panel (a warpgroup's), A of dQ;
     // two, by the step's parity, so that a warpgroup writes the next step's
-    // while the other's product may still read this one's
+    // while the other's product may still read this one's. SPLIT: the
+    // item's 64 keys (the second warpgroup's), B of dQ^T, in ds[0][parity]
+    // (split_ds), and ds[1] holds the step's P in fp32 from the first
+    // warpgroup for the second's dS (split_p)
     uint16_t ds[2][2][cf::BQ * 64];
     // dQ of the step's query rows, 32 columns a panel in 128-byte swizzle
     // (element (r, c) of a panel at byte 128 r + 16 ((c / 4) xor (r mod 8))
@@ -150,6 +158,11 @@ template <int D> struct __align__(1024) bwd_shared {
     uint32_t xamax[2][2][4][2];
     uint32_t xflags[2][2][4][2];
     uint64_t kv_full, kv_empty, full[cf::STAGES], empty[cf::STAGES], dq_full, dq_done;
+
+    __device__ uint16_t *split_ds(int parity) { return ds[0][parity]; }
+    // element i of the first warpgroup's thread x (of 128)
+    __device__ float &split_p(int i, int x) { return reinterpret_cast<float *>(ds[1])[i * 128 + x]; }
+    static_assert(!cf::SPLIT || sizeof ds[1] >= cf::BQ / 2 * 128 * sizeof(float), "P in ds[1]");
 };
 template <int D> constexpr size_t BWD_SMEM_BYTES = sizeof(bwd_shared<D>) + 1024;
 static_assert(BWD_SMEM_BYTES<256> <= 227 * 1024 && BWD_SMEM_BYTES<128> <= 227 * 1024 &&
@@ -518,14 +531,19 @@ __global__ void __launch_bounds__(THREADS, 1)
         if (!make_item<KEYS>(p, item, it))
             continue;
         const int lq = (int)it.sq.lq, lk = (int)it.sq.lk;
-        float dv[DW / 2], dk[DW / 2];
+        // dV and dK; SPLIT: one array, the first warpgroup's dV, the
+        // second's dK
+        float acc[cf::ACCS][DW / 2];
+        float(&dv)[DW / 2] = acc[0];
+        float(&dk)[DW / 2] = acc[cf::ACCS - 1];
 #pragma unroll
         for (int i = 0; i < DW / 2; i++)
             dv[i] = 0.0f, dk[i] = 0.0f;
         bar_wait(&sh.kv_full, n & 1);
-        // the warpgroup's keys (the item's rows kw0 ..) and its columns of
-        // dK, dV and dQ (col0 ..)
-        const int kw0 = SPLIT ? 0 : wi * 64, col0 = SPLIT ? wi * DW : 0;
+        // the warpgroup's keys (the item's rows kw0 ..); SPLIT: its role
+        // (role_p: S^T, P and dV; role_ds: dP^T, dS and dK)
+        const int kw0 = SPLIT ? 0 : wi * 64;
+        const bool role_p = !SPLIT || wi == 0, role_ds = !SPLIT || wi == 1;
         // descriptors: kr's are k's plus KR (in the address field's 16 bytes)
         constexpr uint32_t KR = (uint32_t)(offsetof(bwd_shared<D>, kr) - offsetof(bwd_shared<D>, k)) / 16;
         const uint64_t kd = opaque(desc_sw128(&sh.k[0][kw0 * 64])) + (LEAK_FREE ? KR : 0u),
@@ -600,172 +618,224 @@ __global__ void __launch_bounds__(THREADS, 1)
                 // without one would make -0 of products that are all -0, and
                 // dS = P (dP - delta) with delta = 0 keeps that sign into
                 // dS's codes), both along D, in two groups: P is made while
-                // dP's product runs
+                // dP's product runs (SPLIT: each its role's)
                 float sc[BQ / 2], dp[BQ / 2];
                 const uint64_t qd = opaque(desc_sw128(sh.q[s][0])), od = opaque(desc_sw128(sh.o[s][0]));
 #pragma unroll
                 for (int i = 0; i < BQ / 2; i++)
                     dp[i] = 0.0f;
-                wgmma_fence();
-                chain_sw128<BQ, D, KEYS, true>(sc, kd, qd);
-                wgmma_commit();
-                chain_sw128<BQ, D, KEYS, false>(dp, vd, od);
-                wgmma_commit();
-                wgmma_wait<1>();
-                fence_regs(sc);
-
-                // P in fp32 (kept for dS): 0 for a key past the sequence or
-                // past the row's limit, and for a row with LSE = -Inf (also
-                // the padding rows). Elements i .. i + 3 (i % 4 = 0) share
-                // their two columns. An interior step, where no key of the
-                // warpgroup's is masked and no row is unseen (all but a
-                // sequence's last keys and, under the causal mask, the
-                // diagonal), tests nothing an element.
-                {
-                    const int kw = it.c0 + kw0; // the warpgroup's first key
-                    bool unseen = false;
-#pragma unroll
-                    for (int i = 0; i < BQ / 2; i += 4) {
-                        const float2 l2 = *reinterpret_cast<const float2 *>(&sh.pofs[s][frag_col(t, i)]);
-                        unseen |= __float_as_uint(l2.x) == POFS_UNSEEN || __float_as_uint(l2.y) == POFS_UNSEEN;
+                auto issue_s = [&] {
+                    chain_sw128<BQ, D, KEYS, true>(sc, kd, qd);
+                    wgmma_commit();
+                };
+                auto issue_dp = [&] {
+                    chain_sw128<BQ, D, KEYS, false>(dp, vd, od);
+                    wgmma_commit();
+                };
+                // (SPLIT: each product waited for in its own branch, so
+                // that no accumulator in flight meets the other branch's
+                // values where the two join)
+                if constexpr (SPLIT) {
+                    if (role_p) {
+                        wgmma_fence();
+                        issue_s();
+                        wgmma_wait<0>();
+                        fence_regs(sc);
+                    } else {
+                        wgmma_fence();
+                        issue_dp();
+                        wgmma_wait<0>();
+                        fence_regs(dp);
                     }
-                    const bool interior =
-                        kw + 63 < lk && (!p.causal || kw + 63 <= r0 + lk - lq) && !__any_sync(0xFFFFFFFFu, unseen);
-                    if (interior) {
+                } else {
+                    wgmma_fence();
+                    issue_s();
+                    issue_dp();
+                    wgmma_wait<1>();
+                    fence_regs(sc);
+                }
+                uint32_t pa[BQ / 16][4];
+                if (role_p) {
+                    // P in fp32 (kept for dS): 0 for a key past the sequence or
+                    // past the row's limit, and for a row with LSE = -Inf (also
+                    // the padding rows). Elements i .. i + 3 (i % 4 = 0) share
+                    // their two columns. An interior step, where no key of the
+                    // warpgroup's is masked and no row is unseen (all but a
+                    // sequence's last keys and, under the causal mask, the
+                    // diagonal), tests nothing an element.
+                    {
+                        const int kw = it.c0 + kw0; // the warpgroup's first key
+                        bool unseen = false;
 #pragma unroll
                         for (int i = 0; i < BQ / 2; i += 4) {
                             const float2 l2 = *reinterpret_cast<const float2 *>(&sh.pofs[s][frag_col(t, i)]);
-                            bwd_p2_sm90(sc[i], sc[i + 1], p.c, l2.x, l2.y);
-                            bwd_p2_sm90(sc[i + 2], sc[i + 3], p.c, l2.x, l2.y);
+                            unseen |= __float_as_uint(l2.x) == POFS_UNSEEN || __float_as_uint(l2.y) == POFS_UNSEEN;
                         }
-                    } else {
+                        const bool interior =
+                            kw + 63 < lk && (!p.causal || kw + 63 <= r0 + lk - lq) && !__any_sync(0xFFFFFFFFu, unseen);
+                        if (interior) {
 #pragma unroll
-                        for (int i = 0; i < BQ / 2; i += 2) {
-                            const int key = key0 + 8 * ((i / 2) % 2), qc = frag_col(t, i), q = r0 + qc;
-                            const float2 l2 = *reinterpret_cast<const float2 *>(&sh.pofs[s][qc]);
-                            // (columns qc and qc + 1, the same key)
-                            const bool m0 = key >= lk || (p.causal && key > q + lk - lq) ||
-                                            __float_as_uint(l2.x) == POFS_UNSEEN;
-                            const bool m1 = key >= lk || (p.causal && key > q + 1 + lk - lq) ||
-                                            __float_as_uint(l2.y) == POFS_UNSEEN;
-                            bwd_p2_sm90(sc[i], sc[i + 1], p.c, l2.x, l2.y);
-                            sc[i] = m0 ? 0.0f : sc[i];
-                            sc[i + 1] = m1 ? 0.0f : sc[i + 1];
+                            for (int i = 0; i < BQ / 2; i += 4) {
+                                const float2 l2 = *reinterpret_cast<const float2 *>(&sh.pofs[s][frag_col(t, i)]);
+                                bwd_p2_sm90(sc[i], sc[i + 1], p.c, l2.x, l2.y);
+                                bwd_p2_sm90(sc[i + 2], sc[i + 3], p.c, l2.x, l2.y);
+                            }
+                        } else {
+#pragma unroll
+                            for (int i = 0; i < BQ / 2; i += 2) {
+                                const int key = key0 + 8 * ((i / 2) % 2), qc = frag_col(t, i), q = r0 + qc;
+                                const float2 l2 = *reinterpret_cast<const float2 *>(&sh.pofs[s][qc]);
+                                // (columns qc and qc + 1, the same key)
+                                const bool m0 = key >= lk || (p.causal && key > q + lk - lq) ||
+                                                __float_as_uint(l2.x) == POFS_UNSEEN;
+                                const bool m1 = key >= lk || (p.causal && key > q + 1 + lk - lq) ||
+                                                __float_as_uint(l2.y) == POFS_UNSEEN;
+                                bwd_p2_sm90(sc[i], sc[i + 1], p.c, l2.x, l2.y);
+                                sc[i] = m0 ? 0.0f : sc[i];
+                                sc[i + 1] = m1 ? 0.0f : sc[i + 1];
+                            }
                         }
                     }
-                }
-                // P quantized and widened: the A fragments of dV's four
-                // steps (queries 16kk .. 16kk + 15: elements 8kk .. 8kk + 7)
-                uint32_t pa[BQ / 16][4];
-                if (wdiag) {
-                    // the leak-free mask: P rounded to bf16 (both warps of
-                    // the pair: no square block's statistics to exchange)
-#pragma unroll
-                    for (int i = 0; i < BQ / 2; i += 2)
-                        pa[i / 8][(i % 8) / 2] = bf16x2(sc[i], sc[i + 1]);
-                } else if constexpr (P_DYNAMIC) {
-                    // square blocks under rceil
-                    block_rule rule[BQ / 32];
-                    bool plain[BQ / 32];
-                    square_rules(sh, 0, wi, w, f8, 0, sc, rule, plain);
-                    quantize_widen_frag(f8, rule, plain, sc, pa);
-                } else {
-                    // E4M3(P * 256) under the scale 2^-8, in four instructions
-                    // a pair (p_pair_const); a warp with a NaN P (P is at least
-                    // +0 or NaN: its bits' unsigned maximum is above Inf just
-                    // when one is NaN) widens code by code, a NaN code to NaN
-                    uint32_t top = 0;
-#pragma unroll
-                    for (int i = 0; i < BQ / 2; i++)
-                        top = umax(top, __float_as_uint(sc[i]));
-                    // (the warp's choice made once, outside the pairs: the
-                    // common path's code then runs straight, with no jump
-                    // over the rare one's at every pair)
-                    auto codes = [&](int i) {
-                        return (uint32_t)__nv_cvt_float2_to_fp8x2(
-                            make_float2(__fmul_rn(sc[i], 256.0f), __fmul_rn(sc[i + 1], 256.0f)), __NV_SATFINITE,
-                            __NV_E4M3);
-                    };
-                    if (!__any_sync(0xFFFFFFFFu, top > kF32Inf)) {
+                    // P quantized and widened: the A fragments of dV's four
+                    // steps (queries 16kk .. 16kk + 15: elements 8kk .. 8kk + 7)
+                    if (wdiag) {
+                        // the leak-free mask: P rounded to bf16 (both warps of
+                        // the pair: no square block's statistics to exchange)
 #pragma unroll
                         for (int i = 0; i < BQ / 2; i += 2)
-                            pa[i / 8][(i % 8) / 2] = fwd90::p_pair_const(codes(i));
-                    } else {
-#pragma unroll
-                        for (int i = 0; i < BQ / 2; i += 2) {
-                            const uint32_t two = codes(i);
-                            pa[i / 8][(i % 8) / 2] =
-                                fwd90::widen_p(two & 0xFFu, 127) | fwd90::widen_p(two >> 8 & 0xFFu, 127) << 16;
-                        }
-                    }
-                }
-                // dV += P^T dO (dO as B: MN-major, 16 query rows a step, the
-                // warpgroup's columns); dP and dV both waited for before dS
-                // (P's fragments are not held past here: with them ptxas
-                // ran out of registers)
-                const uint64_t omn = opaque(desc_sw128_mn(sh.o[s][col0 / 64], BQ * 128));
-                wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < BQ / 16; kk++)
-                    wgmma_bf16<DW>::rs_mn(dv, pa[kk], omn + kk * (16 * 128 / 16));
-                wgmma_commit();
-
-                // dS = P (dP - delta), 0 where P is 0 (the reference skips it)
-                wgmma_wait<0>();
-                fence_regs(dp);
-                fence_regs(dv);
-                hold_fragments(pa);
-#pragma unroll
-                for (int i = 0; i < BQ / 2; i += 4) {
-                    const float2 dl = *reinterpret_cast<const float2 *>(&sh.delta[s][frag_col(t, i)]);
-#pragma unroll
-                    for (int k = 0; k < 4; k++)
-                        dp[i + k] = sc[i + k] == 0.0f ? 0.0f : __fmul_rn(sc[i + k], __fsub_rn(dp[i + k], k % 2 ? dl.y : dl.x));
-                }
-                // dS quantized in square blocks with the preset, widened: the
-                // A fragments of dK's steps, and, transposed, dQ's A in
-                // shared memory (in the buffer of the step's parity, which
-                // the dQ products of two steps back read: both warpgroups
-                // finished them before the previous step's barrier)
-                uint32_t da[BQ / 16][4];
-                {
-                    if (wdiag) { // the leak-free mask: dS rounded to bf16
-#pragma unroll
-                        for (int i = 0; i < BQ / 2; i += 4)
-                            da[i / 8][(i % 8) / 2] = bf16x2(dp[i], dp[i + 1]),
-                                             da[i / 8][(i % 8) / 2 + 1] = bf16x2(dp[i + 2], dp[i + 3]);
-                    } else {
+                            pa[i / 8][(i % 8) / 2] = bf16x2(sc[i], sc[i + 1]);
+                    } else if constexpr (P_DYNAMIC) {
+                        // square blocks under rceil
                         block_rule rule[BQ / 32];
                         bool plain[BQ / 32];
-                        square_rules(sh, 1, wi, w, f8, p.preset, dp, rule, plain);
-                        quantize_widen_frag(f8, rule, plain, dp, da);
+                        square_rules(sh, 0, wi, w, f8, 0, sc, rule, plain);
+                        quantize_widen_frag(f8, rule, plain, sc, pa);
+                    } else {
+                        // E4M3(P * 256) under the scale 2^-8, in four instructions
+                        // a pair (p_pair_const); a warp with a NaN P (P is at least
+                        // +0 or NaN: its bits' unsigned maximum is above Inf just
+                        // when one is NaN) widens code by code, a NaN code to NaN
+                        uint32_t top = 0;
+#pragma unroll
+                        for (int i = 0; i < BQ / 2; i++)
+                            top = umax(top, __float_as_uint(sc[i]));
+                        // (the warp's choice made once, outside the pairs: the
+                        // common path's code then runs straight, with no jump
+                        // over the rare one's at every pair)
+                        auto codes = [&](int i) {
+                            return (uint32_t)__nv_cvt_float2_to_fp8x2(
+                                make_float2(__fmul_rn(sc[i], 256.0f), __fmul_rn(sc[i + 1], 256.0f)), __NV_SATFINITE,
+                                __NV_E4M3);
+                        };
+                        if (!__any_sync(0xFFFFFFFFu, top > kF32Inf)) {
+#pragma unroll
+                            for (int i = 0; i < BQ / 2; i += 2)
+                                pa[i / 8][(i % 8) / 2] = fwd90::p_pair_const(codes(i));
+                        } else {
+#pragma unroll
+                            for (int i = 0; i < BQ / 2; i += 2) {
+                                const uint32_t two = codes(i);
+                                pa[i / 8][(i % 8) / 2] =
+                                    fwd90::widen_p(two & 0xFFu, 127) | fwd90::widen_p(two >> 8 & 0xFFu, 127) << 16;
+                            }
+                        }
                     }
-                    // dS^T, queries as rows: da[k]'s registers are four
-                    // 8 x 8 blocks (keys 16w + 8 (m % 2), queries 16k + 8
-                    // (m / 2)), each stored transposed; this lane gives
-                    // row lane % 8 of block lane / 8 (its 8 keys, 16 bytes
-                    // at the swizzle's chunk)
-                    const int m = lane / 8, r = lane % 8;
-                    const uint32_t dsa = smem_addr(sh.ds[j & 1][wi]) + (uint32_t)(8 * (m / 2) + r) * 128 +
-                                         ((uint32_t)((2 * w + m % 2) ^ r) << 4);
+                    // SPLIT: P for the other warpgroup's dS (the barrier's
+                    // arrival orders the stores before its reads)
+                    if constexpr (SPLIT) {
 #pragma unroll
-                    for (int k = 0; k < BQ / 16; k++)
-                        stmatrix_x4_trans(dsa + k * (16 * 128), da[k]);
+                        for (int i = 0; i < BQ / 2; i++)
+                            sh.split_p(i, (int)threadIdx.x % 128) = sc[i];
+                        named_arrive(BAR_P, 256);
+                    }
+                    // dV += P^T dO (dO as B: MN-major, 16 query rows a step, all
+                    // of D's columns); dP and dV both waited for before dS
+                    // (P's fragments are not held past here: with them ptxas
+                    // ran out of registers; SPLIT: held to the step's end)
+                    const uint64_t omn = opaque(desc_sw128_mn(sh.o[s][0], BQ * 128));
+                    wgmma_fence();
+#pragma unroll
+                    for (int kk = 0; kk < BQ / 16; kk++)
+                        wgmma_bf16<DW>::rs_mn(dv, pa[kk], omn + kk * (16 * 128 / 16));
+                    wgmma_commit();
+                } // role_p
+
+                // dS = P (dP - delta), 0 where P is 0 (the reference skips
+                // it); SPLIT: P from the first warpgroup
+                if constexpr (SPLIT) {
+                    if (role_ds) {
+                        named_sync(BAR_P, 256);
+#pragma unroll
+                        for (int i = 0; i < BQ / 2; i++)
+                            sc[i] = sh.split_p(i, (int)threadIdx.x % 128);
+                    }
+                } else {
+                    wgmma_wait<0>();
+                    fence_regs(dp);
+                    fence_regs(dv);
+                    hold_fragments(pa);
                 }
-                // dK += dS^T Q, issued at once (its A is this thread's); then
-                // this query tile's turn on its semaphore, both warpgroups'
-                // dS written (generic writes made visible to the tensor
-                // cores), dQ loaded and dQ += dS K
-                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-                // (dS: both warpgroups' keys, dQ's A; SPLIT: the
-                // warpgroup's own copy of the item's, dQ^T's B)
-                const uint64_t qmn = opaque(desc_sw128_mn(sh.q[s][col0 / 64], BQ * 128)),
-                               dsd = opaque(desc_sw128(sh.ds[j & 1][SPLIT ? wi : 0]));
-                wgmma_fence();
+                uint32_t da[BQ / 16][4];
+                uint64_t dsd; // dQ's operand dS (SPLIT: the second warpgroup's)
+                if (role_ds) {
 #pragma unroll
-                for (int kk = 0; kk < BQ / 16; kk++)
-                    wgmma_bf16<DW>::rs_mn(dk, da[kk], qmn + kk * (16 * 128 / 16));
-                wgmma_commit();
+                    for (int i = 0; i < BQ / 2; i += 4) {
+                        const float2 dl = *reinterpret_cast<const float2 *>(&sh.delta[s][frag_col(t, i)]);
+#pragma unroll
+                        for (int k = 0; k < 4; k++)
+                            dp[i + k] = sc[i + k] == 0.0f ? 0.0f : __fmul_rn(sc[i + k], __fsub_rn(dp[i + k], k % 2 ? dl.y : dl.x));
+                    }
+                    // dS quantized in square blocks with the preset, widened: the
+                    // A fragments of dK's steps, and, transposed, dQ's A in
+                    // shared memory (in the buffer of the step's parity, which
+                    // the dQ products of two steps back read: both warpgroups
+                    // finished them before the previous step's barrier)
+                    {
+                        if (wdiag) { // the leak-free mask: dS rounded to bf16
+#pragma unroll
+                            for (int i = 0; i < BQ / 2; i += 4)
+                                da[i / 8][(i % 8) / 2] = bf16x2(dp[i], dp[i + 1]),
+                                                 da[i / 8][(i % 8) / 2 + 1] = bf16x2(dp[i + 2], dp[i + 3]);
+                        } else {
+                            block_rule rule[BQ / 32];
+                            bool plain[BQ / 32];
+                            square_rules(sh, 1, wi, w, f8, p.preset, dp, rule, plain);
+                            quantize_widen_frag(f8, rule, plain, dp, da);
+                        }
+                        // dS^T, queries as rows: da[k]'s registers are four
+                        // 8 x 8 blocks (keys 16w + 8 (m % 2), queries 16k + 8
+                        // (m / 2)), each stored transposed; this lane gives
+                        // row lane % 8 of block lane / 8 (its 8 keys, 16 bytes
+                        // at the swizzle's chunk)
+                        const int m = lane / 8, r = lane % 8;
+                        uint16_t *panel;
+                        if constexpr (SPLIT)
+                            panel = sh.split_ds(j & 1);
+                        else
+                            panel = sh.ds[j & 1][wi];
+                        const uint32_t dsa = smem_addr(panel) + (uint32_t)(8 * (m / 2) + r) * 128 +
+                                             ((uint32_t)((2 * w + m % 2) ^ r) << 4);
+#pragma unroll
+                        for (int k = 0; k < BQ / 16; k++)
+                            stmatrix_x4_trans(dsa + k * (16 * 128), da[k]);
+                    }
+                    // dK += dS^T Q, issued at once (its A is this thread's); then
+                    // this query tile's turn on its semaphore, both warpgroups'
+                    // dS written (generic writes made visible to the tensor
+                    // cores), dQ loaded and dQ += dS K
+                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                    // (dS: both warpgroups' keys, dQ's A; SPLIT: the item's,
+                    // dQ^T's B)
+                    const uint64_t qmn = opaque(desc_sw128_mn(sh.q[s][0], BQ * 128));
+                    dsd = opaque(desc_sw128(SPLIT ? sh.split_ds(j & 1) : sh.ds[j & 1][0]));
+                    wgmma_fence();
+#pragma unroll
+                    for (int kk = 0; kk < BQ / 16; kk++)
+                        wgmma_bf16<DW>::rs_mn(dk, da[kk], qmn + kk * (16 * 128 / 16));
+                    wgmma_commit();
+                } else {
+                    dsd = opaque(desc_sw128(sh.split_ds(j & 1)));
+                } // role_ds
                 // both warpgroups' dS written; dQ from the agent's load
                 named_sync(BAR_CONSUMERS, 256);
                 bar_wait(&sh.dq_full, j & 1);
@@ -774,12 +844,12 @@ __global__ void __launch_bounds__(THREADS, 1)
                     // the rows of two products (A: K's rows MN-major, 64
                     // columns a panel; B: dS's query rows), the step's
                     // queries as their columns, the item's keys along K.
-                    // Element i of product mi: column d = col0 + 64 mi +
+                    // Element i of product mi: column d = 128 wi + 64 mi +
                     // 16w + g + 8 ((i / 2) % 2) of query 8 (i / 4) + 2t +
                     // i % 2, in dqb's panel d / 32 (see bwd_shared)
                     float dq[2][BQ / 2];
                     auto dq_at = [&](int mi, int i) -> float & {
-                        const int d = col0 + 64 * mi + 16 * w + g + 8 * ((i / 2) % 2), c = d % 32;
+                        const int d = D / 2 * wi + 64 * mi + 16 * w + g + 8 * ((i / 2) % 2), c = d % 32;
                         const int q = 8 * (i / 4) + 2 * t + i % 2;
                         return *reinterpret_cast<float *>(reinterpret_cast<uint8_t *>(sh.dqb[d / 32]) + 128 * q +
                                                           16 * ((c / 4) ^ (q % 8)) + 4 * (c % 4));
@@ -803,8 +873,11 @@ __global__ void __launch_bounds__(THREADS, 1)
                     wgmma_wait<0>();
                     fence_regs(dq[0]);
                     fence_regs(dq[1]);
-                    fence_regs(dk);
-                    hold_fragments(da);
+                    fence_regs(dk); // (dV in the first warpgroup: the same array)
+                    if (role_p)
+                        hold_fragments(pa);
+                    else
+                        hold_fragments(da);
 #pragma unroll
                     for (int mi = 0; mi < 2; mi++)
 #pragma unroll
@@ -868,17 +941,21 @@ __global__ void __launch_bounds__(THREADS, 1)
             for (int h8 = 0; h8 < 2; h8++) {
                 const int key = key0 + 8 * h8;
                 if (key < lk) {
-                    store_frag_row<DW, true>(p.dk_out, it.sq.k0 + key, it.kvh, col0, t, h8, dk, p.scale);
-                    store_frag_row<DW, false>(p.dv_out, it.sq.k0 + key, it.kvh, col0, t, h8, dv, 1.0f);
+                    if (role_ds)
+                        store_frag_row<DW, true>(p.dk_out, it.sq.k0 + key, it.kvh, 0, t, h8, dk, p.scale);
+                    if (role_p)
+                        store_frag_row<DW, false>(p.dv_out, it.sq.k0 + key, it.kvh, 0, t, h8, dv, 1.0f);
                 }
             }
         } else {
-            const int64_t base = ((int64_t)it.h * p.k_rows + it.sq.k_off + it.c0 + kw0) * D + col0;
+            const int64_t base = ((int64_t)it.h * p.k_rows + it.sq.k_off + it.c0 + kw0) * D;
 #pragma unroll
             for (int i = 0; i < DW / 2; i += 2) {
                 const int64_t at = base + (int64_t)frag_row(w, g, i) * D + frag_col(t, i);
-                *reinterpret_cast<float2 *>(p.dk + at) = make_float2(dk[i], dk[i + 1]);
-                *reinterpret_cast<float2 *>(p.dv + at) = make_float2(dv[i], dv[i + 1]);
+                if (role_ds)
+                    *reinterpret_cast<float2 *>(p.dk + at) = make_float2(dk[i], dk[i + 1]);
+                if (role_p)
+                    *reinterpret_cast<float2 *>(p.dv + at) = make_float2(dv[i], dv[i + 1]);
             }
         }
         bar_arrive(&sh.kv_empty);

@@ -269,10 +269,12 @@ template <> struct wgmma_bf16<256> {
                      : "l"(da), "l"(db), "n"(1)
                      : "memory");
     }
-    static __device__ __forceinline__ void rs(float (&d)[128], const uint32_t (&a)[4], uint64_t db)
+    // rs, B K-major (TRANS_B 0) or MN-major (1)
+    template <int TRANS_B>
+    static __device__ __forceinline__ void rs_b(float (&d)[128], const uint32_t (&a)[4], uint64_t db)
     {
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " MXFA_WGMMA_D128 ", {%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}\n"
+                     "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " MXFA_WGMMA_D128 ", {%128, %129, %130, %131}, %132, p, 1, 1, %134;\n}\n"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
                      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
                      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -289,8 +291,17 @@ template <> struct wgmma_bf16<256> {
                      "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
                      "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
                      "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1), "n"(TRANS_B)
                      : "memory");
+    }
+    static __device__ __forceinline__ void rs(float (&d)[128], const uint32_t (&a)[4], uint64_t db)
+    {
+        rs_b<0>(d, a, db);
+    }
+    // d += A * B^T with A from registers, B MN-major (imm-trans-b = 1)
+    static __device__ __forceinline__ void rs_mn(float (&d)[128], const uint32_t (&a)[4], uint64_t db)
+    {
+        rs_b<1>(d, a, db);
     }
 };
 #undef MXFA_WGMMA_D128
