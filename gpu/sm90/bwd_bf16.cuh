@@ -607,6 +607,11 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
             // this warp's block (a pair of warps' 32 keys) in bf16
             const bool wdiag = (diag_bits(qi) >> (kw0 / 32 + w / 2) & 1u) != 0;
+            // S^T; SPLIT: the first warpgroup issues the next step's during
+            // this one's, where the next step is of the same query tile (the
+            // leak-free mask's kr may change between tiles): s_ahead
+            float sc[BQ / 2];
+            bool s_ahead = false;
             for (int sub = 0; sub < SUBS; sub++) {
                 const int r0 = qi * BMQ + sub * BQ;
                 if (r0 >= lq)
@@ -619,13 +624,13 @@ __global__ void __launch_bounds__(THREADS, 1)
                 // dS = P (dP - delta) with delta = 0 keeps that sign into
                 // dS's codes), both along D, in two groups: P is made while
                 // dP's product runs (SPLIT: each its role's)
-                float sc[BQ / 2], dp[BQ / 2];
+                float dp[BQ / 2];
                 const uint64_t qd = opaque(desc_sw128(sh.q[s][0])), od = opaque(desc_sw128(sh.o[s][0]));
 #pragma unroll
                 for (int i = 0; i < BQ / 2; i++)
                     dp[i] = 0.0f;
-                auto issue_s = [&] {
-                    chain_sw128<BQ, D, KEYS, true>(sc, kd, qd);
+                auto issue_s = [&](uint64_t qdesc) {
+                    chain_sw128<BQ, D, KEYS, true, SPLIT>(sc, kd, qdesc);
                     wgmma_commit();
                 };
                 auto issue_dp = [&] {
@@ -637,10 +642,12 @@ __global__ void __launch_bounds__(THREADS, 1)
                 // values where the two join)
                 if constexpr (SPLIT) {
                     if (role_p) {
-                        wgmma_fence();
-                        issue_s();
-                        wgmma_wait<0>();
-                        fence_regs(sc);
+                        if (!s_ahead) {
+                            wgmma_fence();
+                            issue_s(qd);
+                            wgmma_wait<0>();
+                            fence_regs(sc);
+                        }
                     } else {
                         wgmma_fence();
                         issue_dp();
@@ -649,13 +656,23 @@ __global__ void __launch_bounds__(THREADS, 1)
                     }
                 } else {
                     wgmma_fence();
-                    issue_s();
+                    issue_s(qd);
                     issue_dp();
                     wgmma_wait<1>();
                     fence_regs(sc);
                 }
                 uint32_t pa[BQ / 16][4];
+                // P: in place of S (SPLIT: beside it, so that S^T's
+                // registers are written by its products only, and the next
+                // step's may be in flight where branches join)
+                float p_split[BQ / 2];
+                float(&pf)[BQ / 2] = SPLIT ? p_split : sc;
                 if (role_p) {
+                    if constexpr (SPLIT) {
+#pragma unroll
+                        for (int i = 0; i < BQ / 2; i++)
+                            pf[i] = sc[i];
+                    }
                     // P in fp32 (kept for dS): 0 for a key past the sequence or
                     // past the row's limit, and for a row with LSE = -Inf (also
                     // the padding rows). Elements i .. i + 3 (i % 4 = 0) share
@@ -677,8 +694,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
                             for (int i = 0; i < BQ / 2; i += 4) {
                                 const float2 l2 = *reinterpret_cast<const float2 *>(&sh.pofs[s][frag_col(t, i)]);
-                                bwd_p2_sm90(sc[i], sc[i + 1], p.c, l2.x, l2.y);
-                                bwd_p2_sm90(sc[i + 2], sc[i + 3], p.c, l2.x, l2.y);
+                                bwd_p2_sm90(pf[i], pf[i + 1], p.c, l2.x, l2.y);
+                                bwd_p2_sm90(pf[i + 2], pf[i + 3], p.c, l2.x, l2.y);
                             }
                         } else {
 #pragma unroll
@@ -690,9 +707,9 @@ __global__ void __launch_bounds__(THREADS, 1)
                                                 __float_as_uint(l2.x) == POFS_UNSEEN;
                                 const bool m1 = key >= lk || (p.causal && key > q + 1 + lk - lq) ||
                                                 __float_as_uint(l2.y) == POFS_UNSEEN;
-                                bwd_p2_sm90(sc[i], sc[i + 1], p.c, l2.x, l2.y);
-                                sc[i] = m0 ? 0.0f : sc[i];
-                                sc[i + 1] = m1 ? 0.0f : sc[i + 1];
+                                bwd_p2_sm90(pf[i], pf[i + 1], p.c, l2.x, l2.y);
+                                pf[i] = m0 ? 0.0f : pf[i];
+                                pf[i + 1] = m1 ? 0.0f : pf[i + 1];
                             }
                         }
                     }
@@ -703,13 +720,13 @@ __global__ void __launch_bounds__(THREADS, 1)
                         // the pair: no square block's statistics to exchange)
 #pragma unroll
                         for (int i = 0; i < BQ / 2; i += 2)
-                            pa[i / 8][(i % 8) / 2] = bf16x2(sc[i], sc[i + 1]);
+                            pa[i / 8][(i % 8) / 2] = bf16x2(pf[i], pf[i + 1]);
                     } else if constexpr (P_DYNAMIC) {
                         // square blocks under rceil
                         block_rule rule[BQ / 32];
                         bool plain[BQ / 32];
-                        square_rules(sh, 0, wi, w, f8, 0, sc, rule, plain);
-                        quantize_widen_frag(f8, rule, plain, sc, pa);
+                        square_rules(sh, 0, wi, w, f8, 0, pf, rule, plain);
+                        quantize_widen_frag(f8, rule, plain, pf, pa);
                     } else {
                         // E4M3(P * 256) under the scale 2^-8, in four instructions
                         // a pair (p_pair_const); a warp with a NaN P (P is at least
@@ -718,13 +735,13 @@ __global__ void __launch_bounds__(THREADS, 1)
                         uint32_t top = 0;
 #pragma unroll
                         for (int i = 0; i < BQ / 2; i++)
-                            top = umax(top, __float_as_uint(sc[i]));
+                            top = umax(top, __float_as_uint(pf[i]));
                         // (the warp's choice made once, outside the pairs: the
                         // common path's code then runs straight, with no jump
                         // over the rare one's at every pair)
                         auto codes = [&](int i) {
                             return (uint32_t)__nv_cvt_float2_to_fp8x2(
-                                make_float2(__fmul_rn(sc[i], 256.0f), __fmul_rn(sc[i + 1], 256.0f)), __NV_SATFINITE,
+                                make_float2(__fmul_rn(pf[i], 256.0f), __fmul_rn(pf[i + 1], 256.0f)), __NV_SATFINITE,
                                 __NV_E4M3);
                         };
                         if (!__any_sync(0xFFFFFFFFu, top > kF32Inf)) {
@@ -745,7 +762,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     if constexpr (SPLIT) {
 #pragma unroll
                         for (int i = 0; i < BQ / 2; i++)
-                            sh.split_p(i, (int)threadIdx.x % 128) = sc[i];
+                            sh.split_p(i, (int)threadIdx.x % 128) = pf[i];
                         named_arrive(BAR_P, 256);
                     }
                     // dV += P^T dO (dO as B: MN-major, 16 query rows a step, all
@@ -758,6 +775,15 @@ __global__ void __launch_bounds__(THREADS, 1)
                     for (int kk = 0; kk < BQ / 16; kk++)
                         wgmma_bf16<DW>::rs_mn(dv, pa[kk], omn + kk * (16 * 128 / 16));
                     wgmma_commit();
+                    if constexpr (SPLIT) { // (waited for with dQ's product)
+                        s_ahead = sub + 1 < SUBS && r0 + BQ < lq;
+                        if (s_ahead) {
+                            const int sn = (j + 1) % STAGES;
+                            bar_wait(&sh.full[sn], ((j + 1) / STAGES) & 1);
+                            wgmma_fence();
+                            issue_s(opaque(desc_sw128(sh.q[sn][0])));
+                        }
+                    }
                 } // role_p
 
                 // dS = P (dP - delta), 0 where P is 0 (the reference skips
@@ -767,7 +793,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                         named_sync(BAR_P, 256);
 #pragma unroll
                         for (int i = 0; i < BQ / 2; i++)
-                            sc[i] = sh.split_p(i, (int)threadIdx.x % 128);
+                            pf[i] = sh.split_p(i, (int)threadIdx.x % 128);
                     }
                 } else {
                     wgmma_wait<0>();
@@ -783,7 +809,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                         const float2 dl = *reinterpret_cast<const float2 *>(&sh.delta[s][frag_col(t, i)]);
 #pragma unroll
                         for (int k = 0; k < 4; k++)
-                            dp[i + k] = sc[i + k] == 0.0f ? 0.0f : __fmul_rn(sc[i + k], __fsub_rn(dp[i + k], k % 2 ? dl.y : dl.x));
+                            dp[i + k] = pf[i + k] == 0.0f ? 0.0f : __fmul_rn(pf[i + k], __fsub_rn(dp[i + k], k % 2 ? dl.y : dl.x));
                     }
                     // dS quantized in square blocks with the preset, widened: the
                     // A fragments of dK's steps, and, transposed, dQ's A in
@@ -874,6 +900,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     fence_regs(dq[0]);
                     fence_regs(dq[1]);
                     fence_regs(dk); // (dV in the first warpgroup: the same array)
+                    fence_regs(sc); // (the next step's S^T, where s_ahead)
                     if (role_p)
                         hold_fragments(pa);
                     else

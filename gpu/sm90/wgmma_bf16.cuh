@@ -43,18 +43,25 @@ template <> struct wgmma_bf16<32> {
                      : "memory");
     }
     // d += A * B^T, A K-major (TRANS_A 0) or MN-major (1), B K-major (0) or
-    // MN-major (1)
-    template <int TRANS_A, int TRANS_B>
+    // MN-major (1); SCALE_D 0: d = A * B^T
+    template <int TRANS_A, int TRANS_B, int SCALE_D = 1>
     static __device__ __forceinline__ void ss_t(float (&d)[16], uint64_t da, uint64_t db)
     {
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 " MXFA_WGMMA_D16 ", %16, %17, p, 1, 1, %19, %20;\n}\n"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
                      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-                     : "l"(da), "l"(db), "n"(1), "n"(TRANS_A), "n"(TRANS_B)
+                     : "l"(da), "l"(db), "n"(SCALE_D), "n"(TRANS_A), "n"(TRANS_B)
                      : "memory");
     }
     static __device__ __forceinline__ void ss(float (&d)[16], uint64_t da, uint64_t db) { ss_t<0, 0>(d, da, db); }
+    // ss_zero with d's registers as its operands too: a product in flight
+    // where two branches join, as d's old values on the other, needs no
+    // moves (which would read registers the product has not written yet)
+    static __device__ __forceinline__ void ss_zero_tied(float (&d)[16], uint64_t da, uint64_t db)
+    {
+        ss_t<0, 0, 0>(d, da, db);
+    }
     // B MN-major (the backward's dQ at D = 64, half of D a warpgroup, B =
     // K's rows)
     static __device__ __forceinline__ void ss_mn(float (&d)[16], uint64_t da, uint64_t db) { ss_t<0, 1>(d, da, db); }
@@ -327,18 +334,20 @@ template <int N> __device__ __forceinline__ void wgmma_wait()
 // (128-byte rows in 128-byte swizzle) of A_ROWS and N rows, da and db the
 // descriptors of their first panels: step kk reads 32 bytes into the rows
 // of panel kk / 4 (2 in the descriptors' address field, which counts 16
-// bytes).
-template <int N, int K, int A_ROWS, bool FROM_ZERO>
+// bytes). TIED: the first step from zero through ss_zero_tied.
+template <int N, int K, int A_ROWS, bool FROM_ZERO, bool TIED = false>
 __device__ __forceinline__ void chain_sw128(float (&d)[N / 2], uint64_t da, uint64_t db)
 {
 #pragma unroll
     for (int kk = 0; kk < K / 16; kk++) {
         const uint64_t a = da + (kk / 4) * (A_ROWS * 128 / 16) + (kk % 4) * 2;
         const uint64_t b = db + (kk / 4) * (N * 128 / 16) + (kk % 4) * 2;
-        if (FROM_ZERO && kk == 0)
-            wgmma_bf16<N>::ss_zero(d, a, b);
-        else
+        if (!FROM_ZERO || kk > 0)
             wgmma_bf16<N>::ss(d, a, b);
+        else if constexpr (TIED)
+            wgmma_bf16<N>::ss_zero_tied(d, a, b);
+        else
+            wgmma_bf16<N>::ss_zero(d, a, b);
     }
 }
 
