@@ -347,6 +347,47 @@ __device__ __forceinline__ void quantize_widen_frag(const fp8_fmt &f8, const blo
 __device__ __forceinline__ int frag_row(int w, int g, int i) { return 16 * w + g + 8 * ((i / 2) % 2); }
 __device__ __forceinline__ int frag_col(int t, int i) { return 8 * (i / 4) + 2 * t + i % 2; }
 
+// P in fp32 in place of a warpgroup's scores x (its 64 keys from kw, this
+// thread's first key0; the step's queries from r0, their offsets pofs),
+// as cpu/ref's: 0 for a key past the sequence or past the row's limit, and
+// for a row with LSE = -Inf (also the padding rows). Elements i .. i + 3
+// (i % 4 = 0) share their two columns. An interior step, where no key of
+// the warpgroup's is masked and no row is unseen (all but a sequence's
+// last keys and, under the causal mask, the diagonal), tests nothing an
+// element. Both fused kernels' (bwd_fp8.cuh's too).
+template <int N>
+__device__ __forceinline__ void bwd_p_frag(float (&x)[N], const float *pofs, const bwd_params &p, int kw, int key0,
+                                           int r0, int t, int lq, int lk)
+{
+    bool unseen = false;
+#pragma unroll
+    for (int i = 0; i < N; i += 4) {
+        const float2 l2 = *reinterpret_cast<const float2 *>(&pofs[frag_col(t, i)]);
+        unseen |= __float_as_uint(l2.x) == POFS_UNSEEN || __float_as_uint(l2.y) == POFS_UNSEEN;
+    }
+    const bool interior = kw + 63 < lk && (!p.causal || kw + 63 <= r0 + lk - lq) && !__any_sync(0xFFFFFFFFu, unseen);
+    if (interior) {
+#pragma unroll
+        for (int i = 0; i < N; i += 4) {
+            const float2 l2 = *reinterpret_cast<const float2 *>(&pofs[frag_col(t, i)]);
+            bwd_p2_sm90(x[i], x[i + 1], p.c, l2.x, l2.y);
+            bwd_p2_sm90(x[i + 2], x[i + 3], p.c, l2.x, l2.y);
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < N; i += 2) {
+            const int key = key0 + 8 * ((i / 2) % 2), qc = frag_col(t, i), q = r0 + qc;
+            const float2 l2 = *reinterpret_cast<const float2 *>(&pofs[qc]);
+            // (columns qc and qc + 1, the same key)
+            const bool m0 = key >= lk || (p.causal && key > q + lk - lq) || __float_as_uint(l2.x) == POFS_UNSEEN;
+            const bool m1 = key >= lk || (p.causal && key > q + 1 + lk - lq) || __float_as_uint(l2.y) == POFS_UNSEEN;
+            bwd_p2_sm90(x[i], x[i + 1], p.c, l2.x, l2.y);
+            x[i] = m0 ? 0.0f : x[i];
+            x[i + 1] = m1 ? 0.0f : x[i + 1];
+        }
+    }
+}
+
 // Row h8 of a thread's m64nDW fragment x (key 16w + g, or 8 more:
 // elements 4q + 2 h8 and one more, columns col0 + 8q + 2t and one more)
 // into row `tok`, head h of out, each value fl(x scale) where SCALED (the
@@ -673,46 +714,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                         for (int i = 0; i < BQ / 2; i++)
                             pf[i] = sc[i];
                     }
-                    // P in fp32 (kept for dS): 0 for a key past the sequence or
-                    // past the row's limit, and for a row with LSE = -Inf (also
-                    // the padding rows). Elements i .. i + 3 (i % 4 = 0) share
-                    // their two columns. An interior step, where no key of the
-                    // warpgroup's is masked and no row is unseen (all but a
-                    // sequence's last keys and, under the causal mask, the
-                    // diagonal), tests nothing an element.
-                    {
-                        const int kw = it.c0 + kw0; // the warpgroup's first key
-                        bool unseen = false;
-#pragma unroll
-                        for (int i = 0; i < BQ / 2; i += 4) {
-                            const float2 l2 = *reinterpret_cast<const float2 *>(&sh.pofs[s][frag_col(t, i)]);
-                            unseen |= __float_as_uint(l2.x) == POFS_UNSEEN || __float_as_uint(l2.y) == POFS_UNSEEN;
-                        }
-                        const bool interior =
-                            kw + 63 < lk && (!p.causal || kw + 63 <= r0 + lk - lq) && !__any_sync(0xFFFFFFFFu, unseen);
-                        if (interior) {
-#pragma unroll
-                            for (int i = 0; i < BQ / 2; i += 4) {
-                                const float2 l2 = *reinterpret_cast<const float2 *>(&sh.pofs[s][frag_col(t, i)]);
-                                bwd_p2_sm90(pf[i], pf[i + 1], p.c, l2.x, l2.y);
-                                bwd_p2_sm90(pf[i + 2], pf[i + 3], p.c, l2.x, l2.y);
-                            }
-                        } else {
-#pragma unroll
-                            for (int i = 0; i < BQ / 2; i += 2) {
-                                const int key = key0 + 8 * ((i / 2) % 2), qc = frag_col(t, i), q = r0 + qc;
-                                const float2 l2 = *reinterpret_cast<const float2 *>(&sh.pofs[s][qc]);
-                                // (columns qc and qc + 1, the same key)
-                                const bool m0 = key >= lk || (p.causal && key > q + lk - lq) ||
-                                                __float_as_uint(l2.x) == POFS_UNSEEN;
-                                const bool m1 = key >= lk || (p.causal && key > q + 1 + lk - lq) ||
-                                                __float_as_uint(l2.y) == POFS_UNSEEN;
-                                bwd_p2_sm90(pf[i], pf[i + 1], p.c, l2.x, l2.y);
-                                pf[i] = m0 ? 0.0f : pf[i];
-                                pf[i + 1] = m1 ? 0.0f : pf[i + 1];
-                            }
-                        }
-                    }
+                    // P in fp32 (kept for dS)
+                    bwd_p_frag(pf, sh.pofs[s], p, it.c0 + kw0, key0, r0, t, lq, lk);
                     // P quantized and widened: the A fragments of dV's four
                     // steps (queries 16kk .. 16kk + 15: elements 8kk .. 8kk + 7)
                     if (wdiag) {

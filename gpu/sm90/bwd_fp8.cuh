@@ -550,38 +550,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                                 for (int i = 0; i < 16; i++)
                                     sc[i] = alt[i];
                         }
-                        // P in fp32 (kept for dS), as bwd_bf16.cuh's
-                        const int kw = it.c0 + kw0;
-                        bool unseen = false;
-#pragma unroll
-                        for (int i = 0; i < 16; i += 4) {
-                            const float2 l2 = *reinterpret_cast<const float2 *>(&sh.pofs[s][frag_col(t, i)]);
-                            unseen |= __float_as_uint(l2.x) == POFS_UNSEEN || __float_as_uint(l2.y) == POFS_UNSEEN;
-                        }
-                        const bool interior = kw + 63 < lk && (!p.causal || kw + 63 <= r0 + lk - lq) &&
-                                              !__any_sync(0xFFFFFFFFu, unseen);
-                        if (interior) {
-#pragma unroll
-                            for (int i = 0; i < 16; i += 4) {
-                                const float2 l2 = *reinterpret_cast<const float2 *>(&sh.pofs[s][frag_col(t, i)]);
-                                bwd_p2_sm90(sc[i], sc[i + 1], p.c, l2.x, l2.y);
-                                bwd_p2_sm90(sc[i + 2], sc[i + 3], p.c, l2.x, l2.y);
-                            }
-                        } else {
-#pragma unroll
-                            for (int i = 0; i < 16; i += 2) {
-                                const int key = key0 + 8 * ((i / 2) % 2), qc = frag_col(t, i), q = r0 + qc;
-                                const float2 l2 = *reinterpret_cast<const float2 *>(&sh.pofs[s][qc]);
-                                // (columns qc and qc + 1, the same key)
-                                const bool m0 = key >= lk || (p.causal && key > q + lk - lq) ||
-                                                __float_as_uint(l2.x) == POFS_UNSEEN;
-                                const bool m1 = key >= lk || (p.causal && key > q + 1 + lk - lq) ||
-                                                __float_as_uint(l2.y) == POFS_UNSEEN;
-                                bwd_p2_sm90(sc[i], sc[i + 1], p.c, l2.x, l2.y);
-                                sc[i] = m0 ? 0.0f : sc[i];
-                                sc[i + 1] = m1 ? 0.0f : sc[i + 1];
-                            }
-                        }
+                        // P in fp32 (kept for dS)
+                        bwd_p_frag(sc, sh.pofs[s], p, it.c0 + kw0, key0, r0, t, lq, lk);
                         // P's codes: dV's A fragment (the leak-free mask's
                         // diagonal blocks: P rounded to bf16, both warps of
                         // the pair)
