@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(THREADS<D, LEAK>, 1)
                   bool causal, attn_out out)
 {
 #ifdef MXFA_SM90_CODE
-    constexpr int DB = D / 32, DH = D / 64; // blocks of D; halves of 64 columns of O
+    constexpr int DH = D / 64; // halves of 64 columns of O
     extern __shared__ uint8_t raw[];
     attn_shared<D, LEAK> &sh = aligned_shared<attn_shared<D, LEAK>>(raw);
     constexpr int NCONS = CONSUMERS<D, LEAK>;
